@@ -1,0 +1,23 @@
+# Entry points. Every target first runs the one set-up step (idempotent: seconds when nothing changed).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
+JOBS ?= 2
+
+.PHONY: setup test demo lint benchmark
+
+setup:
+	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
+
+test: setup
+	$(PY) -m pytest -n $(JOBS) --durations=15 tests
+
+demo: setup
+	$(PY) tools/train_det.py --default-benchmark
+
+lint: setup
+	$(PY) -m ruff check backbones detection classification tools tests
+
+benchmark: setup
+	$(PY) tools/benchmark.py

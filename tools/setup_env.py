@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Create or update the project's virtual environment (.venv): the one set-up entry point.
+
+Installs, in order:
+  1. torch==2.14.1 and torchvision==0.29.1 (pinned as a pip constraint for every later step, so no other
+     package can pull a different torch);
+  2. Detectron2 0.6 from the PyPI sdist `pb1-detectron2==0.6`, sha256-pinned, patched by
+     tools/patch_detectron2.py (later upstream fixes for numpy 2 / Pillow 10 / setuptools 81; no C++ build),
+     installed as a real distribution (`pip show pb1-detectron2`);
+  3. this project in editable mode with its dev extras.
+A stamp file records what was installed; when nothing changed, a re-run only checks versions (seconds).
+
+Usage: python3 tools/setup_env.py [--venv DIR] [--recreate] [--quiet]
+Stdlib only, so it can explain a wrong interpreter instead of failing on an import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+MIN_PYTHON = (3, 10)
+TORCH_PINS = ("torch==2.14.1", "torchvision==0.29.1")
+D2_REQUIREMENT = "pb1-detectron2==0.6"
+D2_SHA256 = "5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
+D2_SDIST = "pb1-detectron2-0.6.tar.gz"
+# (distribution, version or None): what a complete environment must contain.
+REQUIRED_DISTS = (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("pb1-detectron2", "0.6"),
+                  ("resnet-detection-benchmark", None), ("faster-coco-eval", None), ("pytest", None))
+
+ROOT = Path(__file__).resolve().parent.parent
+STAMP_NAME = ".setup-stamp.json"
+
+
+class SetupError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def log(msg: str) -> None:
+    print(f"[setup] {msg}", flush=True)
+
+
+def run(cmd: list[str], what: str, quiet: bool, env: dict | None = None) -> None:
+    log(what)
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout or "").splitlines()[-25:])
+        raise SetupError(f"step failed ({what}), exit code {proc.returncode}:\n  {' '.join(cmd)}\n{tail}")
+    log(f"  done in {time.time() - t0:.1f}s")
+
+
+def inputs_digest() -> str:
+    h = hashlib.sha256()
+    for rel in ("pyproject.toml", "tools/setup_env.py", "tools/patch_detectron2.py"):
+        h.update((ROOT / rel).read_bytes())
+    h.update(f"{sys.version_info[:2]}".encode())
+    return h.hexdigest()
+
+
+def check_interpreter() -> None:
+    if sys.version_info[:2] < MIN_PYTHON:
+        raise SetupError(
+            f"this project needs Python >= {'.'.join(map(str, MIN_PYTHON))}, but {sys.executable} is "
+            f"{'.'.join(map(str, sys.version_info[:3]))}.\n  Fix: run with a newer interpreter, e.g. `make setup PYTHON=python3.11` "
+            "(Debian: `apt install python3.11 python3.11-venv`)."
+        )
+    try:
+        import ensurepip  # noqa: F401
+        import venv  # noqa: F401
+    except ImportError as err:
+        raise SetupError(
+            f"{sys.executable} cannot create virtual environments ({err}).\n"
+            f"  Fix (Debian/Ubuntu): apt install python{sys.version_info[0]}.{sys.version_info[1]}-venv"
+        ) from err
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def inspect_venv(venv: Path) -> str:
+    """'absent', 'ok', or raise SetupError describing why the existing directory is unusable."""
+    if not venv.exists():
+        return "absent"
+    hint = f"\n  Fix: delete it (`rm -rf {venv}`) or rerun with --recreate."
+    py = venv_python(venv)
+    if not (venv / "pyvenv.cfg").is_file() or not py.exists():
+        raise SetupError(f"{venv} exists but is not a complete virtual environment (no pyvenv.cfg or bin/python)."
+                         + hint)
+    probe = subprocess.run([str(py), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise SetupError(f"{py} does not run (its base interpreter may have been removed):\n"
+                         f"  {probe.stderr.strip()[-300:]}" + hint)
+    have = probe.stdout.strip()
+    want = "%d.%d" % sys.version_info[:2]
+    if have != want:
+        raise SetupError(f"{venv} was made with Python {have}, but set-up now runs with Python {want} "
+                         f"({sys.executable}).\n  Fix: rerun with that Python (`make setup PYTHON=python{have}`), "
+                         f"or rebuild it: `rm -rf {venv}` (or --recreate).")
+    if subprocess.run([str(py), "-m", "pip", "--version"], capture_output=True).returncode != 0:
+        raise SetupError(f"{venv} has no working pip." + hint)
+    return "ok"
+
+
+def missing_dists(venv: Path) -> list[str]:
+    code = (
+        "import json, sys, importlib.metadata as m\n"
+        f"req = {list(REQUIRED_DISTS)!r}\n"
+        "bad = []\n"
+        "for name, ver in req:\n"
+        "    try:\n"
+        "        got = m.version(name)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        bad.append(f'{name} (not installed)'); continue\n"
+        "    if ver and got.split('+')[0] != ver:\n"
+        "        bad.append(f'{name} {got} (want {ver})')\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run([str(venv_python(venv)), "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        return ["(could not query installed packages)"]
+    return json.loads(out.stdout)
+
+
+def fetch_and_patch_detectron2(venv: Path, pip: list[str], quiet: bool) -> Path:
+    """Download the sha256-pinned sdist, unpack it under the venv and apply the backported fixes."""
+    work = venv / "src"
+    work.mkdir(exist_ok=True)
+    sdist = work / D2_SDIST
+    if not sdist.is_file():
+        req = work / "detectron2-sdist.txt"
+        req.write_text(f"{D2_REQUIREMENT} --hash=sha256:{D2_SHA256}\n")
+        # --no-build-isolation: pip prepares metadata by running the *unpatched* setup.py, which imports torch
+        # (installed in step 1). The hash is verified before anything from the sdist runs.
+        run(pip + ["download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation", "--require-hashes",
+                   "-r", str(req), "-d", str(work)], f"downloading {D2_REQUIREMENT} (sha256 pinned)", quiet)
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    if digest != D2_SHA256:
+        sdist.unlink()
+        raise SetupError(f"{sdist} has sha256 {digest}, expected {D2_SHA256}; removed it, rerun to download again.")
+    src = work / "pb1-detectron2-0.6"
+    if src.exists():
+        shutil.rmtree(src)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(work, filter="data")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from patch_detectron2 import PatchError, patch_tree
+
+    try:
+        n = patch_tree(src)
+    except PatchError as err:
+        raise SetupError(str(err)) from err
+    log(f"patched {n} files of the Detectron2 0.6 sources (tools/patch_detectron2.py)")
+    return src
+
+
+def setup(venv: Path, recreate: bool, quiet: bool) -> None:
+    t_start = time.time()
+    check_interpreter()
+    if recreate and venv.exists():
+        log(f"removing {venv}")
+        shutil.rmtree(venv)
+    state = inspect_venv(venv)
+    stamp = venv / STAMP_NAME
+    digest = inputs_digest()
+    if state == "ok" and stamp.is_file():
+        try:
+            recorded = json.loads(stamp.read_text()).get("inputs")
+        except (json.JSONDecodeError, OSError):
+            recorded = None
+        if recorded == digest and not missing_dists(venv):
+            log(f"{venv} is up to date ({time.time() - t_start:.1f}s)")
+            return
+    if state == "absent":
+        run([sys.executable, "-m", "venv", str(venv)], f"creating {venv}", quiet)
+    else:
+        log(f"updating {venv}; missing or outdated: {', '.join(missing_dists(venv)) or 'inputs changed'}")
+    stamp.unlink(missing_ok=True)
+    py = str(venv_python(venv))
+    constraints = venv / "constraints.txt"
+    constraints.write_text("\n".join(TORCH_PINS) + "\n")
+    pip = [py, "-m", "pip", "--disable-pip-version-check"]
+    pip_install = pip + ["install", "-c", str(constraints)] + (["-q"] if quiet else [])
+    run(pip_install + list(TORCH_PINS) + ["setuptools>=64", "wheel"], "installing " + " ".join(TORCH_PINS), quiet)
+    d2_src = fetch_and_patch_detectron2(venv, pip, quiet)
+    run(pip_install + ["--no-build-isolation", str(d2_src), "-e", f"{ROOT}[dev]"],
+        "installing Detectron2 0.6 (patched, no compiled ops) and this project (editable, dev extras)", quiet)
+    missing = missing_dists(venv)
+    if missing:
+        raise SetupError(f"after installing, still missing or wrong: {', '.join(missing)}")
+    stamp.write_text(json.dumps({"inputs": digest, "python": sys.version.split()[0],
+                                 "installed_at": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+    log(f"ready: {venv} ({time.time() - t_start:.0f}s). Activate with `. {venv}/bin/activate`.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--venv", type=Path, default=ROOT / ".venv", help="environment directory (default: .venv)")
+    ap.add_argument("--recreate", action="store_true", help="delete the environment first")
+    ap.add_argument("--quiet", action="store_true", help="only print step summaries")
+    args = ap.parse_args()
+    try:
+        setup(args.venv.resolve(), args.recreate, args.quiet)
+    except SetupError as err:
+        print(f"[setup] ERROR: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("[setup] interrupted; rerun to continue (completed steps are kept)", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
