@@ -1,1 +1,22 @@
-"""placeholder"""
+"""Pure-PyTorch backbones of the benchmark: ResNet / plain nets (ImageNet 18-152, CIFAR 6n+2) and VGG 11-19.
+
+Never imports detectron2. Public interface:
+    create_model(name, num_classes=1000, **options), list_models(pattern="*")
+    model.forward(x) -> logits; model.forward_features(x) -> OrderedDict of stage outputs; model.feature_info
+    complexity(model, input_size) -> mult-adds and parameters (fvcore)
+    load_pretrained(model, path) -> LoadReport  (torchvision, timm, Detectron2, MSRA Caffe2, our checkpoints)
+"""
+
+from . import resnet as _resnet  # noqa: F401  (registers resnet*/plain*/cifar_*)
+from . import vgg as _vgg  # noqa: F401  (registers vgg*)
+from .blocks import SHORTCUTS
+from .checkpoint_io import CheckpointReadError, UnsafeCheckpointError
+from .complexity import Complexity, complexity
+from .features import FeatureInfo, FeatureNet
+from .norm import NORMS, FrozenBatchNorm2d, get_norm
+from .pretrained import IncompatibleWeightsError, LoadReport, WeightsMeta, load_pretrained, save_pretrained
+from .registry import create_model, list_models
+
+__all__ = ["create_model", "list_models", "FeatureInfo", "FeatureNet", "FrozenBatchNorm2d", "get_norm",
+           "NORMS", "SHORTCUTS", "complexity", "Complexity", "load_pretrained", "save_pretrained", "LoadReport",
+           "WeightsMeta", "IncompatibleWeightsError", "UnsafeCheckpointError", "CheckpointReadError"]

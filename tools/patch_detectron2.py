@@ -71,7 +71,8 @@ EDITS: tuple[Edit, ...] = (
     Edit("detectron2/model_zoo/model_zoo.py", "import pkg_resources\n", ""),
     Edit(
         "detectron2/model_zoo/model_zoo.py",
-        'cfg_file = pkg_resources.resource_filename(\n        "detectron2.model_zoo", os.path.join("configs", config_path)\n    )',
+        'cfg_file = pkg_resources.resource_filename(\n'
+        '        "detectron2.model_zoo", os.path.join("configs", config_path)\n    )',
         'cfg_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", config_path)',
     ),
     # --- numpy >= 1.24 / 2.x: removed aliases -------------------------------------------------------------------

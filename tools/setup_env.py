@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -71,7 +70,8 @@ def check_interpreter() -> None:
     if sys.version_info[:2] < MIN_PYTHON:
         raise SetupError(
             f"this project needs Python >= {'.'.join(map(str, MIN_PYTHON))}, but {sys.executable} is "
-            f"{'.'.join(map(str, sys.version_info[:3]))}.\n  Fix: run with a newer interpreter, e.g. `make setup PYTHON=python3.11` "
+            f"{'.'.join(map(str, sys.version_info[:3]))}.\n"
+            "  Fix: run with a newer interpreter, e.g. `make setup PYTHON=python3.11` "
             "(Debian: `apt install python3.11 python3.11-venv`)."
         )
     try:
@@ -103,7 +103,7 @@ def inspect_venv(venv: Path) -> str:
         raise SetupError(f"{py} does not run (its base interpreter may have been removed):\n"
                          f"  {probe.stderr.strip()[-300:]}" + hint)
     have = probe.stdout.strip()
-    want = "%d.%d" % sys.version_info[:2]
+    want = "{}.{}".format(*sys.version_info[:2])
     if have != want:
         raise SetupError(f"{venv} was made with Python {have}, but set-up now runs with Python {want} "
                          f"({sys.executable}).\n  Fix: rerun with that Python (`make setup PYTHON=python{have}`), "

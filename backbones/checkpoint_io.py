@@ -1,0 +1,130 @@
+"""Reading checkpoints without executing code from them, and writing them atomically.
+
+- `.pth` / `.pt` / `.ckpt` / `.bin` (and any zip-format torch file): `torch.load(weights_only=True)`.
+- `.pkl` (Detectron2 model zoo, Detectron1/MSRA Caffe2 blobs): a restricted unpickler that admits only numpy
+  arrays/dtypes/scalars and plain containers; anything else (os.system, eval, ...) is refused before it runs.
+- `.safetensors`: safetensors (no code by construction).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["UnsafeCheckpointError", "CheckpointReadError", "read_checkpoint", "restricted_pickle_load",
+           "atomic_torch_save"]
+
+
+class CheckpointReadError(RuntimeError):
+    """The file cannot be read as a checkpoint (missing, truncated, unknown format)."""
+
+
+class UnsafeCheckpointError(CheckpointReadError):
+    """The file holds objects whose unpickling would call arbitrary code; it was not loaded."""
+
+
+# (module, name) pairs a weights pickle legitimately needs. numpy 2 renamed numpy.core -> numpy._core; pickles
+# written by either name must load.
+_ALLOWED_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("collections", "OrderedDict"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("_codecs", "encode"),  # bytes in protocol-2 pickles written by Python 3 (also in torch's allowlist)
+    ("__builtin__", "set"),  # Python 2 pickles (Detectron1's R-50.pkl / R-101.pkl)
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in _ALLOWED_GLOBALS:
+            if module.startswith("numpy.core"):
+                module = module.replace("numpy.core", "numpy._core", 1)  # numpy>=2 spelling, no warning
+            if module == "__builtin__":
+                module = "builtins"
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed in a weights file")
+
+
+def restricted_pickle_load(f, source: str = "<stream>") -> Any:
+    """Unpickle numpy arrays and plain containers only. Raises UnsafeCheckpointError for anything else."""
+    try:
+        return _RestrictedUnpickler(f, encoding="latin1").load()
+    except pickle.UnpicklingError as err:
+        if "is not allowed" in str(err):
+            raise UnsafeCheckpointError(
+                f"{source}: refused to load: {err}. Loading it would run code named in the file. Weights files "
+                "only need numpy arrays and containers; if you trust the author, re-save it as plain arrays."
+            ) from None
+        raise CheckpointReadError(f"{source}: not a valid pickle ({err})") from None
+    except (EOFError, ValueError, TypeError, AttributeError, ImportError) as err:
+        raise CheckpointReadError(f"{source}: truncated or corrupt pickle ({type(err).__name__}: {err})") from None
+
+
+def _torch_load(path: Path) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        msg = str(err)
+        if "Weights only load failed" in msg or "Unsupported global" in msg or "not an allowed global" in msg:
+            first = msg.splitlines()[0] if msg else ""
+            detail = next((ln.strip() for ln in msg.splitlines() if "GLOBAL" in ln or "global" in ln), first)
+            raise UnsafeCheckpointError(
+                f"{path}: refused to load: it contains objects outside torch's weights-only allowlist "
+                f"({detail}). Loading it would run code named in the file; re-save it as a plain state_dict "
+                "(tensors, numbers, strings, containers) if you trust the author."
+            ) from None
+        raise CheckpointReadError(f"{path}: corrupt checkpoint ({msg.splitlines()[0] if msg else err})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
+        raise CheckpointReadError(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
+
+
+def read_checkpoint(path: str | os.PathLike) -> Any:
+    """Read a weights file safely; the format is chosen by content (zip / pickle / safetensors), not trusted."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointReadError(f"{path}: no such checkpoint file")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(path))
+        except Exception as err:  # safetensors raises its own SafetensorError
+            raise CheckpointReadError(f"{path}: cannot read safetensors file ({err})") from None
+    if zipfile.is_zipfile(path) or path.suffix in (".pth", ".pt", ".ckpt", ".bin", ".tar"):
+        return _torch_load(path)
+    with open(path, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        if not head or head[:1] != b"\x80" and head[:1] not in (b"(", b"}", b"]"):
+            raise CheckpointReadError(f"{path}: not a pickle, torch or safetensors file (starts with {head!r})")
+        return restricted_pickle_load(io.BufferedReader(f), str(path))
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """torch.save to a temporary file in the same directory, fsync, then rename: a crash leaves either the old
+    file or the complete new one, never a truncated checkpoint."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,80 @@
+"""Convert any supported checkpoint into our format, inferring the architecture from the weights."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .pretrained import LoadReport, load_state_dict_into, read_weights, save_pretrained
+from .registry import create_model
+from .resnet import IMAGENET_DEPTHS
+from .vgg import VGG_DEPTHS
+from .weight_formats import FormatError, WeightsMeta, convert_state_dict
+
+__all__ = ["infer_model", "convert_checkpoint"]
+
+
+def _vgg_from_torchvision(sd: Mapping[str, Any]) -> tuple[str, dict]:
+    convs = [k for k, v in sd.items() if k.startswith("features.") and k.endswith(".weight") and v.ndim == 4]
+    has_bn = any(k.endswith("running_mean") for k in sd)
+    for depth, per_stage in VGG_DEPTHS.items():
+        if sum(per_stage) == len(convs):
+            return f"vgg{depth}{'_bn' if has_bn else ''}", {}
+    raise FormatError(f"a torchvision VGG with {len(convs)} convs matches no VGG depth")
+
+
+def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str, dict]:
+    """(model name, options) that weights fit, e.g. ("resnet101", {"stride_in_1x1": True})."""
+    a = meta.arch
+    if a.get("family") and a.get("depth"):  # our checkpoints say what they are
+        if a["family"] == "vgg":
+            return f"vgg{a['depth']}" + ("_bn" if a.get("norm") else ""), {}
+        kind = {"resnet": ("resnet", "plain"), "cifar_resnet": ("cifar_resnet", "cifar_plain")}[a["family"]]
+        name = f"{kind[0] if a.get('residual', True) else kind[1]}{a['depth']}"
+        return name, {k: a[k] for k in ("stride_in_1x1", "preact", "shortcut") if a.get(k) not in (None, "none")}
+    if fmt == "torchvision_vgg":
+        return _vgg_from_torchvision(sd)
+    converted, _, _ = convert_state_dict(sd, fmt, [])
+    blocks: Counter = Counter()
+    for key in converted:
+        m = re.match(r"res(\d)\.(\d+)\.", key)
+        if m:
+            blocks[int(m[1])] = max(blocks[int(m[1])], int(m[2]) + 1)
+    if not blocks:
+        raise FormatError(f"cannot infer the architecture from keys {sorted(converted)[:5]}; "
+                          "name the model explicitly")
+    per_stage = tuple(blocks[i] for i in sorted(blocks))
+    bottleneck = any(".conv3." in k for k in converted)
+    residual = any(".shortcut." in k for k in converted)
+    for depth, layout in IMAGENET_DEPTHS.items():
+        if layout == per_stage and (depth >= 50) == bottleneck:
+            opts = {"stride_in_1x1": meta.stride_in_1x1} if bottleneck and meta.stride_in_1x1 is not None else {}
+            return f"{'resnet' if residual else 'plain'}{depth}", opts
+    raise FormatError(f"blocks per stage {per_stage} (bottleneck={bottleneck}) match no ImageNet ResNet depth")
+
+
+def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, model_name: str | None = None,
+                       options: dict | None = None, drop_classifier: bool = False) -> tuple[LoadReport, str, dict]:
+    """Read `src` (any supported format) once, load it strictly into the inferred (or given) model, save as ours.
+
+    Returns (report, model name, model options).
+    """
+    sd, fmt, meta = read_weights(src)
+    if model_name is None:
+        model_name, inferred = infer_model(sd, fmt, meta)
+        options = {**inferred, **(options or {})}
+    options = dict(options or {})
+    num_classes = 0
+    if not drop_classifier:
+        fc = convert_state_dict(sd, fmt, [])[0].get("fc.weight")
+        num_classes = int(fc.shape[0]) if fc is not None else 0
+    model = create_model(model_name, num_classes=num_classes, **options)
+    report = load_state_dict_into(model, sd, fmt, meta, source=str(src), strict=True,
+                                  drop_classifier=drop_classifier)
+    save_pretrained(model, Path(dst), input_format=meta.input_format, pixel_mean=meta.pixel_mean,
+                    pixel_std=meta.pixel_std, extra={"converted_from": {"path": str(src), "format": fmt}})
+    return report, model_name, options

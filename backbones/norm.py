@@ -1,0 +1,85 @@
+"""Normalization layers, named by a string resolved here and nowhere else."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "NORMS"]
+
+NORMS = ("BN", "FrozenBN", "GN", "SyncBN", "")
+
+
+class FrozenBatchNorm2d(nn.Module):
+    """BatchNorm2d with fixed statistics and affine parameters (buffers, not parameters).
+
+    The paper's detector freezes BN at the ImageNet values: with 1-2 images per GPU, batch statistics are noise.
+    State-dict keys match nn.BatchNorm2d (weight, bias, running_mean, running_var), so BN checkpoints load as is.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5):
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.register_buffer("weight", torch.ones(num_features))
+        self.register_buffer("bias", torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features) - eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.weight * (self.running_var + self.eps).rsqrt()
+        bias = self.bias - self.running_mean * scale
+        return x * scale.reshape(1, -1, 1, 1).to(x.dtype) + bias.reshape(1, -1, 1, 1).to(x.dtype)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        state_dict.pop(prefix + "num_batches_tracked", None)  # written by nn.BatchNorm2d, meaningless here
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}"
+
+    @classmethod
+    def convert_frozen_batchnorm(cls, module: nn.Module) -> nn.Module:
+        """Return `module` with every BatchNorm2d / SyncBatchNorm replaced by a FrozenBatchNorm2d (recursively)."""
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            frozen = cls(module.num_features, module.eps)
+            if module.affine:
+                frozen.weight.copy_(module.weight.detach())
+                frozen.bias.copy_(module.bias.detach())
+            if module.track_running_stats:
+                frozen.running_mean.copy_(module.running_mean)
+                frozen.running_var.copy_(module.running_var)
+            return frozen
+        for name, child in module.named_children():
+            new = cls.convert_frozen_batchnorm(child)
+            if new is not child:
+                module.add_module(name, new)
+        return module
+
+
+def get_norm(norm: str | None, channels: int) -> nn.Module:
+    """Build the norm layer named `norm` for `channels` channels.
+
+    "BN": BatchNorm2d; "FrozenBN": FrozenBatchNorm2d; "GN": GroupNorm with 32 groups (Wu & He 2018);
+    "SyncBN": SyncBatchNorm (cross-process statistics under DDP); "" or None: no normalization (VGG).
+    """
+    if norm is None or norm == "":
+        return nn.Identity()
+    if norm == "BN":
+        return nn.BatchNorm2d(channels)
+    if norm == "FrozenBN":
+        return FrozenBatchNorm2d(channels)
+    if norm == "GN":
+        return nn.GroupNorm(min(32, channels), channels)
+    if norm == "SyncBN":
+        return nn.SyncBatchNorm(channels)
+    raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(repr(n) for n in NORMS)}")
+
+
+def freeze_(module: nn.Module) -> nn.Module:
+    """Freeze `module` in place: no gradients, BatchNorm replaced by FrozenBatchNorm2d. Returns the module."""
+    for p in module.parameters():
+        p.requires_grad_(False)
+    return FrozenBatchNorm2d.convert_frozen_batchnorm(module)

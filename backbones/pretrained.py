@@ -1,0 +1,203 @@
+"""Loading pretrained weights into our models (any supported format), and saving them in ours.
+
+    report = load_pretrained(model, "R-101.pkl")          # strict: raises with a full report on any mismatch
+    report = load_pretrained(model, path, drop_classifier=True, strict=False)
+    print(report.summary())
+
+Strict by default: missing keys, unexpected keys, shape mismatches and convention mismatches (e.g. weights
+trained with the stride in the 3x3 conv loaded into a stride-in-1x1 model: same shapes, different function)
+raise `IncompatibleWeightsError`. Nothing is executed from the file (see checkpoint_io).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .checkpoint_io import atomic_torch_save, read_checkpoint
+from .weight_formats import (
+    KNOWN_META,
+    TORCHVISION_MEAN,
+    TORCHVISION_STD,
+    WeightsMeta,
+    convert_state_dict,
+    detect_format,
+    unwrap_checkpoint,
+)
+
+__all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
+           "read_weights", "WeightsMeta"]
+
+CLASSIFIER_PREFIX = "fc."
+_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "stride_in_1x1")
+
+
+@dataclass
+class LoadReport:
+    path: str
+    source_format: str
+    meta: WeightsMeta
+    loaded: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # in the model, not in the checkpoint
+    unexpected: list[str] = field(default_factory=list)  # in the checkpoint, not in the model
+    shape_mismatch: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # key, checkpoint, model
+    skipped: list[str] = field(default_factory=list)  # detector-only / bookkeeping / dropped classifier
+    option_mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.shape_mismatch or self.option_mismatches)
+
+    def summary(self, max_keys: int = 10) -> str:
+        def keys(title: str, items: list) -> list[str]:
+            if not items:
+                return []
+            shown = [f"    {k}" if isinstance(k, str) else f"    {k[0]}: checkpoint {k[1]} vs model {k[2]}"
+                     for k in items[:max_keys]]
+            more = [f"    ... and {len(items) - max_keys} more"] if len(items) > max_keys else []
+            return [f"  {title} ({len(items)}):", *shown, *more]
+
+        m = self.meta
+        conv = ", ".join(f"{k}={v}" for k, v in (("input", m.input_format), ("mean", m.pixel_mean),
+                                                   ("std", m.pixel_std), ("stride_in_1x1", m.stride_in_1x1))
+                         if v is not None) or "conventions unknown"
+        lines = [f"{self.path}: format {self.source_format} ({conv}); {len(self.loaded)} tensors fit the model"]
+        lines += keys("missing in checkpoint", self.missing)
+        lines += keys("unexpected in checkpoint", self.unexpected)
+        lines += keys("shape mismatch", self.shape_mismatch)
+        lines += keys("convention mismatch", self.option_mismatches)
+        if self.skipped:
+            lines.append(f"  skipped {len(self.skipped)} keys a backbone does not have (detector heads, "
+                         "BN counters, optimizer slots, dropped classifier)")
+        return "\n".join(lines)
+
+
+class IncompatibleWeightsError(RuntimeError):
+    def __init__(self, report: LoadReport, hint: str = ""):
+        self.report = report
+        super().__init__("weights do not fit the model (nothing was loaded):\n" + report.summary(max_keys=20)
+                         + (f"\n  hint: {hint}" if hint else ""))
+
+
+def _meta_for(fmt: str, container: Mapping[str, Any]) -> WeightsMeta:
+    if fmt == "backbones":
+        return WeightsMeta.from_dict(container.get("meta") or {})
+    if fmt.startswith("torchvision"):
+        return KNOWN_META["torchvision"]
+    if fmt == "caffe2":
+        return KNOWN_META["caffe2"]
+    author = str(container.get("__author__", ""))
+    if isinstance(container.get("meta"), Mapping):  # our detector checkpoints carry the backbone's meta
+        return WeightsMeta.from_dict({**container["meta"], "source_format": "detectron2"})
+    if author == "torchvision":  # detectron2/tools/convert-torchvision-to-d2.py
+        return WeightsMeta("detectron2", **{k: getattr(KNOWN_META["torchvision"], k)
+                                            for k in ("stride_in_1x1", "input_format", "pixel_mean", "pixel_std")})
+    if "MSRA" in author or "Detectron" in author:  # model zoo: trained from the MSRA weights, BGR
+        return WeightsMeta("detectron2", **{k: getattr(KNOWN_META["caffe2"], k)
+                                            for k in ("stride_in_1x1", "input_format", "pixel_mean", "pixel_std")})
+    return KNOWN_META["detectron2"]
+
+
+def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsMeta]:
+    """Read a weights file safely: (state_dict in the file's own names, format, metadata)."""
+    sd, container = unwrap_checkpoint(read_checkpoint(path), str(path))
+    fmt = detect_format(sd, container)
+    return sd, fmt, _meta_for(fmt, container)
+
+
+def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
+    arch = getattr(model, "arch", {}) or {}
+    out = []
+    if meta.stride_in_1x1 is not None and arch.get("stride_in_1x1") is not None \
+            and meta.stride_in_1x1 != arch["stride_in_1x1"]:
+        out.append(f"stride_in_1x1: weights trained with {meta.stride_in_1x1} "
+                   f"({'MSRA/Caffe' if meta.stride_in_1x1 else 'torchvision v1.5'} placement), model built with "
+                   f"{arch['stride_in_1x1']}; same shapes, different network")
+    for key in _ARCH_KEYS_THAT_MUST_MATCH:
+        if key == "stride_in_1x1":
+            continue
+        if key in meta.arch and key in arch and meta.arch[key] != arch[key]:
+            out.append(f"{key}: weights are for {meta.arch[key]!r}, model is {arch[key]!r}")
+    return out
+
+
+def _to_tensor(value: Any, like: torch.Tensor) -> torch.Tensor:
+    t = torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value
+    return t.detach().to(dtype=like.dtype, device=like.device)
+
+
+def load_pretrained(model: nn.Module, path: str | os.PathLike, *, strict: bool = True,
+                    drop_classifier: bool = False, verbose: bool = False) -> LoadReport:
+    """Load torchvision / timm / Detectron2 (.pth, .pkl) / MSRA Caffe2 / our weights into `model`.
+
+    strict: raise IncompatibleWeightsError (loading nothing) on missing / unexpected keys, shape mismatches or
+        convention mismatches; False loads every tensor whose name and shape fit and reports the rest.
+    drop_classifier: ignore the classifier (`fc.*`) on both sides, e.g. ImageNet weights into a 10-class model.
+    """
+    sd, fmt, meta = read_weights(path)
+    report = load_state_dict_into(model, sd, fmt, meta, source=str(path), strict=strict,
+                                  drop_classifier=drop_classifier)
+    if verbose:
+        print(report.summary())
+    return report
+
+
+def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta: WeightsMeta, *, source: str,
+                         strict: bool = True, drop_classifier: bool = False) -> LoadReport:
+    """`load_pretrained` for weights already read by `read_weights`."""
+    model_sd = model.state_dict()
+    converted, skipped, unmatched = convert_state_dict(sd, fmt, list(model_sd))
+    if drop_classifier:
+        skipped += [k for k in converted if k.startswith(CLASSIFIER_PREFIX)]
+        converted = {k: v for k, v in converted.items() if not k.startswith(CLASSIFIER_PREFIX)}
+
+    def optional(k: str) -> bool:
+        return k.endswith("num_batches_tracked") or (drop_classifier and k.startswith(CLASSIFIER_PREFIX))
+
+    report = LoadReport(path=source, source_format=fmt, meta=meta, skipped=skipped)
+    report.missing = [k for k in model_sd if k not in converted and not optional(k)]
+    report.unexpected = unmatched + [k for k in converted if k not in model_sd]
+    report.shape_mismatch = [(k, tuple(v.shape), tuple(model_sd[k].shape)) for k, v in converted.items()
+                             if k in model_sd and tuple(v.shape) != tuple(model_sd[k].shape)]
+    report.option_mismatches = _convention_mismatches(model, meta)
+    bad_shapes = {k for k, _, _ in report.shape_mismatch}
+    report.loaded = [k for k in converted if k in model_sd and k not in bad_shapes]
+    if strict and not report.ok:
+        hint = ""
+        if any(k.startswith(CLASSIFIER_PREFIX) for k, _, _ in report.shape_mismatch):
+            hint = "the classifier has a different number of classes: pass drop_classifier=True"
+        elif report.option_mismatches and meta.stride_in_1x1 is not None:
+            hint = f"build the model with stride_in_1x1={meta.stride_in_1x1}"
+        raise IncompatibleWeightsError(report, hint)
+    new_sd = dict(model_sd)
+    for k in report.loaded:
+        new_sd[k] = _to_tensor(converted[k], model_sd[k])
+    model.load_state_dict(new_sd)
+    return report
+
+
+def save_pretrained(model: nn.Module, path: str | os.PathLike, *, input_format: str | None = "RGB",
+                    pixel_mean: tuple[float, ...] | None = TORCHVISION_MEAN,
+                    pixel_std: tuple[float, ...] | None = TORCHVISION_STD,
+                    extra: Mapping[str, Any] | None = None) -> Path:
+    """Write `model` in our format: {"model": state_dict, "meta": {...}} (plus `extra`), atomically.
+
+    The metadata (architecture, stride placement, channel order, pixel mean/std in 0-255 units) travels with the
+    weights so a detector can normalize its inputs the way the backbone was trained. None = unknown
+    (e.g. converted from a Detectron2 checkpoint that does not say).
+    """
+    arch = dict(getattr(model, "arch", {}) or {})
+    meta = WeightsMeta("backbones", stride_in_1x1=arch.get("stride_in_1x1"), input_format=input_format,
+                       pixel_mean=tuple(pixel_mean) if pixel_mean else None,
+                       pixel_std=tuple(pixel_std) if pixel_std else None, arch=arch).to_dict()
+    meta["format"] = "backbones"
+    obj = {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta, **(extra or {})}
+    atomic_torch_save(obj, path)
+    return Path(path)

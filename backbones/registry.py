@@ -1,0 +1,44 @@
+"""Model names -> constructors: `create_model` and `list_models`."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+
+from torch import nn
+
+__all__ = ["register_model", "create_model", "list_models"]
+
+_MODELS: dict[str, Callable[..., nn.Module]] = {}
+
+
+def register_model(name: str, fn: Callable[..., nn.Module]) -> None:
+    if name in _MODELS:
+        raise KeyError(f"model {name!r} is already registered")
+    _MODELS[name] = fn
+
+
+def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
+    """Build the model `name` (see `list_models()`); `num_classes=0` gives a model without classifier.
+
+    Options are the keyword-only arguments of the family's builder (backbones.resnet.resnet,
+    backbones.resnet.cifar_resnet, backbones.vgg.vgg); an unknown option raises TypeError naming it.
+    """
+    try:
+        fn = _MODELS[name]
+    except KeyError:
+        close = fnmatch.filter(_MODELS, f"*{name.rstrip('0123456789')}*")
+        raise ValueError(f"unknown model {name!r}; similar: {sorted(close) or 'none'}; "
+                         "see backbones.list_models()") from None
+    return fn(num_classes=num_classes, **options)
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Registered model names matching a glob pattern, sorted by family then depth."""
+
+    def key(n: str):
+        stem = n.rstrip("0123456789_bn")
+        digits = "".join(c for c in n[len(stem):] if c.isdigit())
+        return stem, int(digits or 0), n
+
+    return sorted(fnmatch.filter(_MODELS, pattern), key=key)

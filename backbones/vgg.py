@@ -1,0 +1,87 @@
+"""VGG 11/13/16/19 (Simonyan & Zisserman 2015), with optional BN, as five named conv stages and fc6/fc7/fc.
+
+Stage `convK` is pool(K-1) (for K > 1) followed by the convK_x layers, so `conv5` is conv5_3 at stride 16:
+the detection feature of py-faster-rcnn (pool5 dropped). pool5 belongs to the classifier head, with fc6/fc7
+(4096-d, dropout 0.5) exposed as `fc6` / `fc7` for the detector's RoI head.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from functools import partial
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .blocks import Conv2dNorm
+from .features import FeatureNet
+from .registry import register_model
+from .stages import Stage
+
+__all__ = ["VGG", "vgg", "VGG_DEPTHS"]
+
+VGG_DEPTHS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
+VGG_WIDTHS = (64, 128, 256, 512, 512)
+
+
+class VGG(FeatureNet):
+    def __init__(self, convs_per_stage, *, num_classes: int = 1000, norm: str = "", dropout: float = 0.5,
+                 in_channels: int = 3):
+        super().__init__()
+        stride = 1
+        for k, (n, width) in enumerate(zip(convs_per_stage, VGG_WIDTHS), start=1):
+            layers, stage_in = OrderedDict(), in_channels
+            if k > 1:
+                layers[f"pool{k - 1}"] = nn.MaxPool2d(2, 2)
+                stride *= 2
+            for i in range(1, n + 1):
+                # Convs keep their bias even with BN, as torchvision's vgg*_bn (so its weights load as is).
+                layers[f"conv{k}_{i}"] = Conv2dNorm(in_channels, width, 3, padding=1, bias=True, norm=norm)
+                layers[f"relu{k}_{i}"] = nn.ReLU(inplace=True)
+                in_channels = width
+            self.add_stage(f"conv{k}", Stage(layers, in_channels=stage_in, out_channels=width, stride=stride),
+                           width, stride)
+        self.num_features = 4096
+        self.pool5 = nn.MaxPool2d(2, 2)
+        self.fc6 = nn.Linear(512 * 7 * 7, 4096)
+        self.fc7 = nn.Linear(4096, 4096)
+        self.dropout = nn.Dropout(dropout)
+        self.fc = nn.Linear(4096, num_classes) if num_classes > 0 else None
+
+    def forward_head(self, x: torch.Tensor) -> torch.Tensor:
+        # Adaptive pooling to 7x7 (identity at 224x224) lets any input size reach fc6, as torchvision does.
+        x = torch.flatten(F.adaptive_avg_pool2d(self.pool5(x), (7, 7)), 1)
+        x = self.dropout(F.relu_(self.fc6(x)))
+        x = self.dropout(F.relu_(self.fc7(x)))
+        return self.fc(x) if self.fc is not None else x
+
+
+def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float = 0.5, freeze_at: int = 0,
+        in_channels: int = 3) -> VGG:
+    """VGG-`depth` (11, 13, 16, 19). norm="BN" gives the *_bn variant; freeze_at=2 freezes conv1..conv2
+    (py-faster-rcnn's VGG-16 setting)."""
+    if depth not in VGG_DEPTHS:
+        raise ValueError(f"VGG depth must be one of {sorted(VGG_DEPTHS)}, got {depth}")
+    model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=norm, dropout=dropout, in_channels=in_channels)
+    for m in model.modules():  # torchvision's VGG init
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.zeros_(m.bias)
+    model.arch = dict(family="vgg", depth=depth, norm=norm)
+    return model.freeze(freeze_at)
+
+
+def _register() -> None:
+    for depth in VGG_DEPTHS:
+        register_model(f"vgg{depth}", partial(vgg, depth))
+        register_model(f"vgg{depth}_bn", partial(vgg, depth, norm="BN"))
+
+
+_register()
