@@ -165,23 +165,31 @@ def fetch_and_patch_detectron2(venv: Path, pip: list[str], quiet: bool) -> Path:
     return src
 
 
-def setup(venv: Path, recreate: bool, quiet: bool) -> None:
+def is_up_to_date(venv: Path) -> bool:
+    stamp = venv / STAMP_NAME
+    if not stamp.is_file():
+        return False
+    try:
+        recorded = json.loads(stamp.read_text()).get("inputs")
+    except (json.JSONDecodeError, OSError):
+        return False
+    return recorded == inputs_digest() and not missing_dists(venv)
+
+
+def setup(venv: Path, recreate: bool, quiet: bool, check_only: bool = False) -> None:
     t_start = time.time()
     check_interpreter()
     if recreate and venv.exists():
         log(f"removing {venv}")
         shutil.rmtree(venv)
     state = inspect_venv(venv)
+    if state == "ok" and is_up_to_date(venv):
+        log(f"{venv} is up to date ({time.time() - t_start:.1f}s)")
+        return
+    if check_only:
+        raise SetupError(f"{venv} is {'absent' if state == 'absent' else 'out of date'}; run `make setup`")
     stamp = venv / STAMP_NAME
     digest = inputs_digest()
-    if state == "ok" and stamp.is_file():
-        try:
-            recorded = json.loads(stamp.read_text()).get("inputs")
-        except (json.JSONDecodeError, OSError):
-            recorded = None
-        if recorded == digest and not missing_dists(venv):
-            log(f"{venv} is up to date ({time.time() - t_start:.1f}s)")
-            return
     if state == "absent":
         run([sys.executable, "-m", "venv", str(venv)], f"creating {venv}", quiet)
     else:
@@ -209,9 +217,10 @@ def main() -> int:
     ap.add_argument("--venv", type=Path, default=ROOT / ".venv", help="environment directory (default: .venv)")
     ap.add_argument("--recreate", action="store_true", help="delete the environment first")
     ap.add_argument("--quiet", action="store_true", help="only print step summaries")
+    ap.add_argument("--check", action="store_true", help="only check; exit 2 if anything would be installed")
     args = ap.parse_args()
     try:
-        setup(args.venv.resolve(), args.recreate, args.quiet)
+        setup(args.venv.resolve(), args.recreate, args.quiet, check_only=args.check)
     except SetupError as err:
         print(f"[setup] ERROR: {err}", file=sys.stderr)
         return 2
