@@ -33,7 +33,7 @@ from .weight_formats import (
 )
 
 __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
-           "read_weights", "WeightsMeta"]
+           "read_weights", "meta_for_format", "WeightsMeta"]
 
 CLASSIFIER_PREFIX = "fc."
 _ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "stride_in_1x1")
@@ -86,7 +86,8 @@ class IncompatibleWeightsError(RuntimeError):
                          + (f"\n  hint: {hint}" if hint else ""))
 
 
-def _meta_for(fmt: str, container: Mapping[str, Any]) -> WeightsMeta:
+def meta_for_format(fmt: str, container: Mapping[str, Any]) -> WeightsMeta:
+    """What the weights expect (channel order, pixel statistics, stride placement), from format and container."""
     if fmt == "backbones":
         return WeightsMeta.from_dict(container.get("meta") or {})
     if fmt.startswith("torchvision"):
@@ -109,7 +110,7 @@ def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsM
     """Read a weights file safely: (state_dict in the file's own names, format, metadata)."""
     sd, container = unwrap_checkpoint(read_checkpoint(path), str(path))
     fmt = detect_format(sd, container)
-    return sd, fmt, _meta_for(fmt, container)
+    return sd, fmt, meta_for_format(fmt, container)
 
 
 def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:

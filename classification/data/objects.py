@@ -1,0 +1,99 @@
+"""The embedded default's source of objects: Fashion-MNIST items (real photos of clothing, 28x28, from Debian's
+`dataset-fashion-mnist`) when installed, otherwise deterministic synthetic shapes. Classification pretraining
+uses them as images; the detection default composites them into scenes, so pretraining and transfer share one
+source."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .idx import read_idx
+
+__all__ = ["FASHION_MNIST_DIR", "FASHION_MNIST_CLASSES", "SHAPE_CLASSES", "ObjectSource", "load_object_source"]
+
+FASHION_MNIST_DIR = Path(os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+FASHION_MNIST_CLASSES = ("tshirt_top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker",
+                         "bag", "ankle_boot")
+SHAPE_CLASSES = ("disc", "square", "triangle", "cross", "ring", "bar", "diamond", "hourglass", "frame", "dots")
+
+
+@dataclass
+class ObjectSource:
+    """Grayscale object images (N, 28, 28) uint8 with labels, for one split."""
+
+    name: str  # "fashion-mnist" or "synthetic-shapes"
+    images: np.ndarray
+    labels: np.ndarray
+    class_names: tuple[str, ...]
+
+    def subset(self, class_names: tuple[str, ...]) -> ObjectSource:
+        """Only `class_names`, relabelled 0..len-1 in that order."""
+        idx = [self.class_names.index(c) for c in class_names]
+        keep = np.isin(self.labels, idx)
+        remap = {old: new for new, old in enumerate(idx)}
+        return ObjectSource(self.name, self.images[keep], np.array([remap[v] for v in self.labels[keep]]),
+                            tuple(class_names))
+
+
+def _draw_shape(kind: int, rng: np.random.Generator, size: int = 28) -> np.ndarray:
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    c = size / 2 - 0.5 + rng.uniform(-1.5, 1.5, 2)
+    r = rng.uniform(8, 12)
+    dx, dy = np.abs(xx - c[0]), np.abs(yy - c[1])
+    dist = np.hypot(xx - c[0], yy - c[1])
+    if kind == 0:
+        m = dist < r
+    elif kind == 1:
+        m = (dx < r * 0.85) & (dy < r * 0.85)
+    elif kind == 2:
+        m = (yy - c[1] < r * 0.8) & (yy - c[1] > -r) & (dx < (yy - c[1] + r) * 0.55)
+    elif kind == 3:
+        m = ((dx < r * 0.3) & (dy < r)) | ((dy < r * 0.3) & (dx < r))
+    elif kind == 4:
+        m = (dist < r) & (dist > r * 0.55)
+    elif kind == 5:
+        m = (dx < r) & (dy < r * 0.35)
+    elif kind == 6:
+        m = dx + dy < r
+    elif kind == 7:
+        m = (dy < r) & (dx < dy * 0.8 + 1.5)
+    elif kind == 8:
+        m = (dx < r) & (dy < r) & ~((dx < r * 0.55) & (dy < r * 0.55))
+    else:
+        m = np.zeros_like(dist, dtype=bool)
+        for ox in (-0.5, 0.5):
+            for oy in (-0.5, 0.5):
+                m |= np.hypot(xx - c[0] - ox * r, yy - c[1] - oy * r) < r * 0.35
+    shade = rng.uniform(150, 255)
+    return (m * shade).astype(np.uint8)
+
+
+def _synthetic(split: str, per_class: int, seed: int) -> ObjectSource:
+    rng = np.random.default_rng([seed, 0 if split == "train" else 1])
+    labels = np.repeat(np.arange(len(SHAPE_CLASSES)), per_class)
+    rng.shuffle(labels)
+    images = np.stack([_draw_shape(int(k), rng) for k in labels])
+    return ObjectSource("synthetic-shapes", images, labels, SHAPE_CLASSES)
+
+
+def load_object_source(split: str = "train", *, prefer: str = "fashion-mnist", synthetic_per_class: int = 300,
+                       seed: int = 0) -> ObjectSource:
+    """Fashion-MNIST's `split` ("train" = 60k, "test" = 10k) if installed and preferred, else synthetic shapes."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    prefix = "train" if split == "train" else "t10k"
+    images_file = FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz"
+    labels_file = FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz"
+    if prefer == "fashion-mnist" and images_file.is_file() and labels_file.is_file():
+        images, labels = read_idx(images_file), read_idx(labels_file)
+        if len(images) != len(labels):
+            raise ValueError(f"{images_file} has {len(images)} images but {labels_file} {len(labels)} labels")
+        return ObjectSource("fashion-mnist", np.asarray(images), np.asarray(labels, dtype=np.int64),
+                            FASHION_MNIST_CLASSES)
+    if prefer not in ("fashion-mnist", "synthetic"):
+        raise ValueError(f"prefer must be 'fashion-mnist' or 'synthetic', got {prefer!r}")
+    return _synthetic(split, synthetic_per_class, seed)

@@ -1,0 +1,1 @@
+"""Training engine shared by classification and detection: multi-process launch and Slurm submission."""

@@ -1,0 +1,149 @@
+"""The detection trainer: Detectron2's DefaultTrainer with the plugin's checkpointer, evaluators and outputs.
+
+Differences from DefaultTrainer (0.6), each for a reason:
+- BackbonesCheckpointer: safe reading of every file, pretrained backbones in any format, atomic writes;
+- the optimizer state is part of the checkpoint (0.6 loses SGD momentum on resume, detectron2 issue #4110);
+- DistributedDataParallel without `device_ids` on CPU (0.6 always passes a GPU id), so gloo runs work;
+- evaluation results go to OUTPUT_DIR/metrics.json; the per-iteration training log to training_log.json
+  (Detectron2 writes it to metrics.json), TensorBoard events beside them; a progress bar with ETA on rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import weakref
+from collections import OrderedDict
+
+import torch
+from detectron2.engine import AMPTrainer, DefaultTrainer, SimpleTrainer, hooks
+from detectron2.engine.train_loop import TrainerBase
+from detectron2.evaluation import inference_on_dataset
+from detectron2.utils import comm
+from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter, get_event_storage
+from detectron2.utils.logger import setup_logger
+from torch.nn.parallel import DistributedDataParallel
+
+from ..checkpoint import BackbonesCheckpointer
+from ..evaluation import build_evaluator
+
+__all__ = ["Trainer", "create_ddp_model", "write_metrics"]
+
+logger = logging.getLogger("detection.engine")
+
+
+def create_ddp_model(model: torch.nn.Module) -> torch.nn.Module:
+    """DDP when there is more than one process; GPU ids only for CUDA models."""
+    if comm.get_world_size() == 1:
+        return model
+    on_cuda = next(model.parameters()).is_cuda
+    kwargs = {"device_ids": [comm.get_local_rank()]} if on_cuda else {}
+    return DistributedDataParallel(model, broadcast_buffers=False, **kwargs)
+
+
+class ProgressBar(hooks.HookBase):
+    """A tqdm bar on the main process: iteration, ETA, smoothed total loss."""
+
+    def before_train(self):
+        from tqdm import tqdm
+
+        tty = sys.stderr.isatty()
+        self._bar = tqdm(total=self.trainer.max_iter, initial=self.trainer.start_iter, desc="train",
+                         unit="it", dynamic_ncols=True, mininterval=1.0 if tty else 15.0, file=sys.stderr)
+
+    def after_step(self):
+        storage = get_event_storage()
+        if "total_loss" in storage.histories():
+            self._bar.set_postfix(loss=f"{storage.history('total_loss').median(10):.3f}", refresh=False)
+        self._bar.update(1)
+
+    def after_train(self):
+        self._bar.close()
+
+
+def write_metrics(output_dir: str, results: dict, extra: dict | None = None) -> str:
+    """OUTPUT_DIR/metrics.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
+    path = os.path.join(output_dir, "metrics.json")
+    payload = {"evaluation": results, **(extra or {})}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(payload, f, indent=2, default=float)
+    os.replace(tmp, path)
+    return path
+
+
+class Trainer(DefaultTrainer):
+    def __init__(self, cfg):
+        TrainerBase.__init__(self)
+        if not logging.getLogger("detectron2").isEnabledFor(logging.INFO):
+            setup_logger()
+        cfg = DefaultTrainer.auto_scale_workers(cfg, comm.get_world_size())
+        model = self.build_model(cfg)
+        optimizer = self.build_optimizer(cfg, model)
+        data_loader = self.build_train_loader(cfg)
+        model = create_ddp_model(model)
+        use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
+        self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
+        self.scheduler = self.build_lr_scheduler(cfg, optimizer)
+        self.checkpointer = BackbonesCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self))
+        self.start_iter = 0
+        self.max_iter = cfg.SOLVER.MAX_ITER
+        self.cfg = cfg
+        self._started = time.time()
+        self.register_hooks(self.build_hooks())
+
+    # --- checkpoint contents: include the optimizer (and AMP scaler) state --------------------------------------
+    def state_dict(self):
+        ret = super().state_dict()
+        ret["_trainer"] = self._trainer.state_dict()
+        return ret
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        if "_trainer" in state_dict:
+            self._trainer.load_state_dict(state_dict["_trainer"])
+
+    # --- outputs ------------------------------------------------------------------------------------------------
+    def build_hooks(self):
+        ret = super().build_hooks()
+        if comm.is_main_process():
+            ret.insert(-1, ProgressBar())  # before the writers, after the checkpointer
+        return ret
+
+    def build_writers(self):
+        os.makedirs(self.cfg.OUTPUT_DIR, exist_ok=True)
+        return [CommonMetricPrinter(self.max_iter),
+                JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "training_log.json")),
+                TensorboardXWriter(self.cfg.OUTPUT_DIR)]
+
+    @classmethod
+    def build_evaluator(cls, cfg, dataset_name, output_folder=None):
+        output_folder = output_folder or os.path.join(cfg.OUTPUT_DIR, "inference", dataset_name)
+        return build_evaluator(cfg, dataset_name, output_folder, distributed=comm.get_world_size() > 1)
+
+    @classmethod
+    def test(cls, cfg, model, evaluators=None):
+        """Evaluate on every DATASETS.TEST entry; rank 0 writes OUTPUT_DIR/metrics.json."""
+        from detectron2.data import build_detection_test_loader
+
+        results: OrderedDict = OrderedDict()
+        timing = {}
+        for name in cfg.DATASETS.TEST:
+            loader = build_detection_test_loader(cfg, name)
+            evaluator = cls.build_evaluator(cfg, name)
+            t0 = time.perf_counter()
+            results[name] = inference_on_dataset(model, loader, evaluator)
+            timing[name] = round(time.perf_counter() - t0, 2)
+        if comm.is_main_process():
+            storage_iter = None
+            try:
+                storage_iter = get_event_storage().iter
+            except AssertionError:  # evaluation outside training (--eval-only)
+                pass
+            write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
+                          {"iteration": storage_iter, "eval_seconds": timing,
+                           "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS})
+        return results if len(results) > 1 else next(iter(results.values()), results)

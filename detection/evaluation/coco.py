@@ -1,0 +1,118 @@
+"""COCO box evaluation with faster-coco-eval (default) or pycocotools, keeping everything a report needs.
+
+`evaluate_coco` returns the 12-number summary, per-category AP/AP50/AP75 and the precision-recall curves at
+IoU 0.5 and 0.75 (area "all", 100 detections); `COCOEvaluator` is Detectron2's evaluator with that evaluation
+step, which also writes `coco_eval_bbox.json` into its output directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from detectron2.evaluation import COCOEvaluator as _D2COCOEvaluator
+from detectron2.utils.file_io import PathManager
+
+__all__ = ["COCO_STATS", "CocoEvalSummary", "evaluate_coco", "COCOEvaluator", "COCO_BACKENDS"]
+
+COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
+COCO_BACKENDS = ("faster_coco_eval", "pycocotools")
+
+
+@dataclass
+class CocoEvalSummary:
+    stats: dict[str, float]  # COCO_STATS, in percent (NaN where undefined, e.g. no small objects)
+    per_category: dict[str, dict[str, float]]  # name -> {"AP", "AP50", "AP75"}
+    recall_thresholds: list[float]
+    precision: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)  # "iou50"/"iou75" -> name -> P
+    backend: str = ""
+    num_detections: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _cocoeval_class(backend: str):
+    if backend == "faster_coco_eval":
+        from faster_coco_eval import COCOeval_faster
+
+        return COCOeval_faster
+    if backend == "pycocotools":
+        from pycocotools.cocoeval import COCOeval
+
+        return COCOeval
+    raise ValueError(f"unknown COCO evaluation backend {backend!r}; choose from {COCO_BACKENDS}")
+
+
+def _ap(p: np.ndarray) -> float:
+    p = p[p > -1]
+    return float(np.mean(p) * 100) if p.size else float("nan")
+
+
+def evaluate_coco(coco_gt, results: list[dict], *, backend: str = "faster_coco_eval",
+                  img_ids: list[int] | None = None) -> CocoEvalSummary:
+    """Evaluate COCO-format box `results` ({"image_id", "category_id", "bbox" xywh, "score"}) against the
+    pycocotools `COCO` object `coco_gt`. No results at all gives AP 0 (a detector that finds nothing)."""
+    cat_ids = sorted(coco_gt.getCatIds())
+    names = [c["name"] for c in coco_gt.loadCats(cat_ids)]
+    rec_thrs = [round(x, 2) for x in np.linspace(0.0, 1.0, 101)]
+    if not results:
+        zero = dict.fromkeys(COCO_STATS, 0.0)
+        per_cat = {n: {"AP": 0.0, "AP50": 0.0, "AP75": 0.0} for n in names}
+        return CocoEvalSummary(zero, per_cat, rec_thrs, {}, backend, 0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_dt = coco_gt.loadRes(results)
+        ev = _cocoeval_class(backend)(coco_gt, coco_dt, "bbox")
+        if img_ids is not None:
+            ev.params.imgIds = img_ids
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    stats = {k: float(v * 100) if v >= 0 else float("nan") for k, v in zip(COCO_STATS, ev.stats)}
+    prec = np.asarray(ev.eval["precision"])  # [IoU (10), recall (101), category, area (4), max dets (3)]
+    per_cat, curves = {}, {"iou50": {}, "iou75": {}}
+    for k, name in enumerate(names):
+        p = prec[:, :, k, 0, -1]
+        per_cat[name] = {"AP": _ap(p), "AP50": _ap(p[0]), "AP75": _ap(p[5])}
+        for key, t in (("iou50", 0), ("iou75", 5)):
+            curves[key][name] = [None if v < 0 else round(float(v), 5) for v in p[t]]
+    return CocoEvalSummary(stats, per_cat, rec_thrs, curves, backend, len(results))
+
+
+class COCOEvaluator(_D2COCOEvaluator):
+    """Detectron2's COCOEvaluator (inference, gathering, json conversion) with our evaluation step:
+    `backend` faster-coco-eval (default; needs no compiled Detectron2) or pycocotools, boxes only."""
+
+    def __init__(self, dataset_name: str, output_dir: str | None = None, *, backend: str = "faster_coco_eval",
+                 distributed: bool = True):
+        _cocoeval_class(backend)  # fail early on an unknown/uninstalled backend
+        super().__init__(dataset_name, tasks=("bbox",), distributed=distributed, output_dir=output_dir,
+                         use_fast_impl=False)
+        self._backend = backend
+
+    def _eval_predictions(self, predictions, img_ids=None):
+        coco_results = list(itertools.chain(*[x["instances"] for x in predictions]))
+        mapping = getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None)
+        if mapping:
+            reverse = {v: k for k, v in mapping.items()}
+            for r in coco_results:
+                r["category_id"] = reverse[r["category_id"]]
+        if self._output_dir:
+            with PathManager.open(os.path.join(self._output_dir, "coco_instances_results.json"), "w") as f:
+                json.dump(coco_results, f)
+        if not self._do_evaluation:
+            return
+        self._logger.info(f"Evaluating {len(coco_results)} boxes with {self._backend}")
+        summary = evaluate_coco(self._coco_api, coco_results, backend=self._backend, img_ids=img_ids)
+        if self._output_dir:
+            with PathManager.open(os.path.join(self._output_dir, "coco_eval_bbox.json"), "w") as f:
+                json.dump(summary.to_dict(), f)
+        res = dict(summary.stats)
+        res.update({f"AP-{name}": v["AP"] for name, v in summary.per_category.items()})
+        self._logger.info("bbox: " + ", ".join(f"{k} {summary.stats[k]:.2f}" for k in COCO_STATS[:6]))
+        self._results["bbox"] = res

@@ -1,0 +1,136 @@
+"""PASCAL VOC box AP, both integrations: VOC2007's 11-point and the area under the PR curve (VOC2010+).
+
+Ground truth comes from the registered dataset dicts (our robust VOC parser, `difficult` kept), not from
+re-parsing the XML. Matching is py-faster-rcnn's voc_eval (greedy by score, difficult objects neither true nor
+false positives, VOC's +1 pixel convention); the AP integration is Detectron2's `voc_ap`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import OrderedDict, defaultdict
+
+import numpy as np
+from detectron2.data import DatasetCatalog, MetadataCatalog
+from detectron2.evaluation import DatasetEvaluator
+from detectron2.evaluation.pascal_voc_evaluation import voc_ap
+from detectron2.structures import BoxMode
+from detectron2.utils import comm
+
+__all__ = ["VOCDetectionEvaluator", "voc_eval_class"]
+
+logger = logging.getLogger(__name__)
+
+
+def _iou_plus1(box: np.ndarray, gts: np.ndarray) -> np.ndarray:
+    ixmin, iymin = np.maximum(gts[:, 0], box[0]), np.maximum(gts[:, 1], box[1])
+    ixmax, iymax = np.minimum(gts[:, 2], box[2]), np.minimum(gts[:, 3], box[3])
+    inter = np.maximum(ixmax - ixmin + 1.0, 0.0) * np.maximum(iymax - iymin + 1.0, 0.0)
+    union = ((box[2] - box[0] + 1.0) * (box[3] - box[1] + 1.0)
+             + (gts[:, 2] - gts[:, 0] + 1.0) * (gts[:, 3] - gts[:, 1] + 1.0) - inter)
+    return inter / union
+
+
+def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric: bool):
+    """gt: image_id -> (boxes [N,4] 1-based, difficult [N] bool); dets: (image_id, score, box 1-based).
+    Returns (recall, precision, ap) as py-faster-rcnn's voc_eval."""
+    npos = sum(int((~d).sum()) for _, d in gt.values())
+    taken = {img: np.zeros(len(b), dtype=bool) for img, (b, _) in gt.items()}
+    order = sorted(range(len(dets)), key=lambda i: -dets[i][1])
+    tp, fp = np.zeros(len(dets)), np.zeros(len(dets))
+    for rank, i in enumerate(order):
+        img, _, box = dets[i]
+        boxes, difficult = gt.get(img, (np.zeros((0, 4)), np.zeros(0, dtype=bool)))
+        if len(boxes):
+            ious = _iou_plus1(np.asarray(box, dtype=float), boxes)
+            j = int(np.argmax(ious))
+            if ious[j] > iou_thresh:
+                if not difficult[j]:
+                    if not taken[img][j]:
+                        tp[rank], taken[img][j] = 1.0, True
+                    else:
+                        fp[rank] = 1.0
+                continue
+        fp[rank] = 1.0
+    fp, tp = np.cumsum(fp), np.cumsum(tp)
+    rec = tp / float(npos) if npos else np.zeros_like(tp)
+    prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
+    return rec, prec, voc_ap(rec, prec, use_07_metric) if npos else float("nan")
+
+
+class VOCDetectionEvaluator(DatasetEvaluator):
+    """Per-class and mean AP at IoU 0.5 in both VOC integrations, plus AP/AP75 over IoU 0.5:0.95 (the
+    dataset's own integration: 11-point for VOC2007, area otherwise), as Detectron2 reports them."""
+
+    def __init__(self, dataset_name: str, output_dir: str | None = None, distributed: bool = True):
+        self._dataset_name = dataset_name
+        meta = MetadataCatalog.get(dataset_name)
+        self._class_names = list(meta.thing_classes)
+        self._is_2007 = getattr(meta, "year", None) == 2007
+        self._output_dir = output_dir
+        self._distributed = distributed
+
+    def reset(self):
+        self._predictions = defaultdict(list)  # class id -> [(image_id, score, box 1-based)]
+
+    def process(self, inputs, outputs):
+        for inp, out in zip(inputs, outputs):
+            inst = out["instances"].to("cpu")
+            boxes = inst.pred_boxes.tensor.numpy().astype(float)
+            for box, score, cls in zip(boxes, inst.scores.tolist(), inst.pred_classes.tolist()):
+                x0, y0, x1, y1 = box  # back to VOC's 1-based inclusive pixels (inverse of the loader)
+                self._predictions[cls].append((inp["image_id"], float(score), (x0 + 1.0, y0 + 1.0, x1, y1)))
+
+    def _ground_truth(self) -> list[dict]:
+        per_class: list[dict] = [dict() for _ in self._class_names]
+        for rec in DatasetCatalog.get(self._dataset_name):
+            boxes: dict[int, list] = defaultdict(list)
+            for a in rec["annotations"]:
+                x0, y0, x1, y1 = BoxMode.convert(a["bbox"], a["bbox_mode"], BoxMode.XYXY_ABS)
+                boxes[a["category_id"]].append(((x0 + 1.0, y0 + 1.0, x1, y1), bool(a.get("difficult", 0))))
+            for c in range(len(self._class_names)):
+                items = boxes.get(c, [])
+                per_class[c][rec["image_id"]] = (np.array([b for b, _ in items], dtype=float).reshape(-1, 4),
+                                                 np.array([d for _, d in items], dtype=bool))
+        return per_class
+
+    def evaluate(self):
+        preds = self._predictions
+        if self._distributed:
+            gathered = comm.gather(self._predictions, dst=0)
+            if not comm.is_main_process():
+                return None
+            preds = defaultdict(list)
+            for part in gathered:
+                for c, items in part.items():
+                    preds[c].extend(items)
+        gt = self._ground_truth()
+        ap07, ap_area, per_iou, curves = {}, {}, defaultdict(list), {}
+        for c, name in enumerate(self._class_names):
+            dets = preds.get(c, [])
+            rec, prec, ap07[name] = voc_eval_class(gt[c], dets, 0.5, True)
+            _, _, ap_area[name] = voc_eval_class(gt[c], dets, 0.5, False)
+            curves[name] = {"recall": [round(float(x), 5) for x in rec], "precision": [round(float(x), 5) for x in prec]}
+            for t in range(50, 100, 5):
+                per_iou[t].append(voc_eval_class(gt[c], dets, t / 100.0, self._is_2007)[2])
+        primary = ap07 if self._is_2007 else ap_area
+
+        def mean(values) -> float:
+            v = [x for x in values if not np.isnan(x)]
+            return float(np.mean(v) * 100) if v else float("nan")
+
+        map_at = {t: mean(per_iou[t]) for t in range(50, 100, 5)}
+        res = OrderedDict(AP=float(np.nanmean(list(map_at.values()))), AP50=map_at[50], AP75=map_at[75],
+                          mAP50_voc07=mean(ap07.values()), mAP50_area=mean(ap_area.values()))
+        res.update({f"AP50-{name}": float(primary[name] * 100) for name in self._class_names})
+        logger.info(f"{self._dataset_name}: mAP@0.5 {res['AP50']:.2f} ({'VOC07 11-point' if self._is_2007 else 'area'})"
+                    f", VOC07 {res['mAP50_voc07']:.2f}, area {res['mAP50_area']:.2f}")
+        if self._output_dir:
+            os.makedirs(self._output_dir, exist_ok=True)
+            with open(os.path.join(self._output_dir, "voc_eval_bbox.json"), "w") as f:
+                json.dump({"metrics": res, "per_class_ap50_voc07": {k: v * 100 for k, v in ap07.items()},
+                           "per_class_ap50_area": {k: v * 100 for k, v in ap_area.items()},
+                           "pr_curves_iou50": curves, "metric": "voc07" if self._is_2007 else "area"}, f)
+        return OrderedDict(bbox=res)

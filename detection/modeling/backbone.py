@@ -1,0 +1,104 @@
+"""Backbone adapters: any `backbones` model as a Detectron2 `Backbone`, built from MODEL.BACKBONES.*."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from detectron2.layers import ShapeSpec
+from detectron2.modeling import BACKBONE_REGISTRY, Backbone
+from detectron2.modeling.backbone.fpn import FPN, LastLevelMaxPool
+
+from backbones import FeatureNet, create_model
+
+__all__ = ["BackboneSpec", "BackbonesTrunk", "build_backbones_model", "build_backbones_trunk",
+           "build_backbones_fpn_backbone"]
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """How the detector's `backbones` model was built: enough to rebuild it for loading pretrained weights."""
+
+    name: str
+    options: dict = field(default_factory=dict)
+    strict_load: bool = True
+
+    def build(self) -> FeatureNet:
+        return create_model(self.name, num_classes=0, **self.options)
+
+
+def backbone_spec_from_cfg(cfg) -> BackboneSpec:
+    b = cfg.MODEL.BACKBONES
+    options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT}
+    if b.NAME.startswith("vgg"):
+        # vgg16 has no norm layers; vgg16_bn takes MODEL.BACKBONES.NORM for its BN layers.
+        options["norm"] = b.NORM if b.NAME.endswith("_bn") else ""
+        options["dropout"] = b.FC_DROPOUT
+    else:
+        options.update(preact=b.PREACT, stride_in_1x1=b.STRIDE_IN_1X1)
+        if b.SHORTCUT:
+            options["shortcut"] = b.SHORTCUT
+    return BackboneSpec(b.NAME, options, b.STRICT_LOAD)
+
+
+def build_backbones_model(cfg) -> FeatureNet:
+    """The `backbones` model named by MODEL.BACKBONES.NAME, with its options from the config (no classifier)."""
+    return backbone_spec_from_cfg(cfg).build()
+
+
+class BackbonesTrunk(Backbone):
+    """The stages of a `backbones` model up to the last of `out_features`, as a Detectron2 Backbone.
+
+    The stages keep their names (`stem`, `res2`, ...; `conv1`.. for VGG), so parameter names are Detectron2's
+    (`backbone.res2.0.conv1.weight`). Stages after the last requested one are not kept (C4: res5 belongs to the
+    RoI head).
+    """
+
+    def __init__(self, model: FeatureNet, out_features: list[str], spec: BackboneSpec | None = None):
+        super().__init__()
+        names = model.stage_names
+        unknown = [f for f in out_features if f not in names]
+        if unknown:
+            raise ValueError(f"MODEL.BACKBONES.OUT_FEATURES {unknown} not in {type(model).__name__} stages {names}")
+        last = max(names.index(f) for f in out_features)
+        self.stage_names = names[: last + 1]
+        for name in self.stage_names:
+            self.add_module(name, getattr(model, name))
+        info = {f.name: f for f in model.feature_info}
+        self._out_features = list(out_features)
+        self._out_feature_channels = {f: info[f].channels for f in out_features}
+        self._out_feature_strides = {f: info[f].stride for f in out_features}
+        self.spec = spec
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if x.dim() != 4:
+            raise ValueError(f"expected a (N, C, H, W) batch, got shape {tuple(x.shape)}")
+        outputs = {}
+        for name in self.stage_names:
+            x = getattr(self, name)(x)
+            if name in self._out_features:
+                outputs[name] = x
+        return outputs
+
+
+@BACKBONE_REGISTRY.register()
+def build_backbones_trunk(cfg, input_shape: ShapeSpec) -> BackbonesTrunk:
+    """C4 and VGG detectors: shared features from the trunk (ResNet up to res4, VGG up to conv5_3; stride 16)."""
+    if input_shape.channels != 3:
+        raise ValueError(f"backbones models take 3 input channels, the config gives {input_shape.channels}")
+    spec = backbone_spec_from_cfg(cfg)
+    return BackbonesTrunk(spec.build(), list(cfg.MODEL.BACKBONES.OUT_FEATURES), spec)
+
+
+@BACKBONE_REGISTRY.register()
+def build_backbones_fpn_backbone(cfg, input_shape: ShapeSpec) -> FPN:
+    """Detectron2's FPN on res2..res5 of a `backbones` ResNet / plain net."""
+    bottom_up = build_backbones_trunk(cfg, input_shape)
+    return FPN(
+        bottom_up=bottom_up,
+        in_features=cfg.MODEL.FPN.IN_FEATURES,
+        out_channels=cfg.MODEL.FPN.OUT_CHANNELS,
+        norm=cfg.MODEL.FPN.NORM,
+        top_block=LastLevelMaxPool(),
+        fuse_type=cfg.MODEL.FPN.FUSE_TYPE,
+    )

@@ -1,0 +1,228 @@
+"""Datasets (VOC parser robustness, COCO errors, the embedded default) and evaluation (known AP for known
+predictions, both COCO back ends agree, our VOC AP equals Detectron2's)."""
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import torch
+from detectron2.data import DatasetCatalog, MetadataCatalog
+from detectron2.structures import Boxes, BoxMode, Instances
+from PIL import Image
+
+import detection  # noqa: F401
+from detection.datasets import (
+    DatasetFormatError,
+    VOCFormatError,
+    load_coco_checked,
+    load_voc_instances,
+    parse_voc_xml,
+    register_coco,
+    register_voc,
+)
+from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset, register_embedded
+from detection.evaluation import COCOEvaluator, VOCDetectionEvaluator, evaluate_coco
+
+TINY_SPEC = EmbeddedSpec(num_train=12, num_val=8, image_size=96, min_object=24, max_object=48, seed=3)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("embedded")
+    names = register_embedded(root, TINY_SPEC, prefix="tiny")
+    DatasetCatalog.get("tiny_train")  # generate
+    return root, names
+
+
+# ---- VOC parsing ------------------------------------------------------------------------------------------
+
+def _write_voc(root, name, xml_text, size=(64, 48), split="trainval"):
+    (root / "Annotations").mkdir(parents=True, exist_ok=True)
+    (root / "JPEGImages").mkdir(exist_ok=True)
+    (root / "ImageSets" / "Main").mkdir(parents=True, exist_ok=True)
+    (root / "Annotations" / f"{name}.xml").write_text(xml_text)
+    Image.new("RGB", size).save(root / "JPEGImages" / f"{name}.jpg")
+    with open(root / "ImageSets" / "Main" / f"{split}.txt", "a") as f:
+        f.write(name + "\n")
+
+
+REAL_WORLD = """<annotation><filename>a.jpg</filename>
+<object><name>dog</name><pose></pose><truncated/><difficult></difficult>
+<bndbox><xmin>10.5</xmin><ymin>5.25</ymin><xmax>40.7</xmax><ymax>30</ymax></bndbox></object>
+<object><name>cat</name><difficult>1</difficult>
+<bndbox><xmin>1</xmin><ymin>1</ymin><xmax>90</xmax><ymax>47</ymax></bndbox></object>
+</annotation>"""  # no <size>, float coordinates, empty/missing tags, a box wider than the image
+
+
+def test_voc_parser_accepts_real_world_files(tmp_path):
+    _write_voc(tmp_path, "a", REAL_WORLD)
+    rec = parse_voc_xml(str(tmp_path / "Annotations" / "a.xml"), str(tmp_path / "JPEGImages" / "a.jpg"))
+    assert (rec["width"], rec["height"]) == (64, 48)  # read from the image, the XML has no <size>
+    assert rec["objects"][0]["bbox"] == [10.5, 5.25, 40.7, 30.0] and rec["objects"][0]["difficult"] == 0
+    dicts = load_voc_instances(str(tmp_path), "trainval", ["cat", "dog"])
+    anns = dicts[0]["annotations"]
+    assert anns[0]["bbox"] == pytest.approx([9.5, 4.25, 40.7, 30.0]) and anns[0]["category_id"] == 1
+    assert anns[1]["bbox"] == [0.0, 0.0, 64.0, 47.0] and anns[1]["difficult"] == 1  # clipped to the image
+
+
+@pytest.mark.parametrize("text,match", [
+    ("<annotation><object><name>dog</name>", "malformed XML"),
+    ("<annotation><size><width>10</width><height>10</height></size><object><name>dog</name></object>"
+     "</annotation>", "lacks <name> or <bndbox>"),
+    ("<annotation><size><width>10</width><height>10</height></size><object><name>dog</name><bndbox><xmin>a"
+     "</xmin><ymin>1</ymin><xmax>2</xmax><ymax>2</ymax></bndbox></object></annotation>", "non-numeric"),
+])
+def test_voc_malformed_files_name_the_file(tmp_path, text, match):
+    _write_voc(tmp_path, "bad", text)
+    with pytest.raises(VOCFormatError, match=rf"bad.xml: .*{match}|bad.xml: {match}"):
+        load_voc_instances(str(tmp_path), "trainval", ["dog"])
+
+
+def test_voc_unknown_class_and_missing_split(tmp_path):
+    _write_voc(tmp_path, "a", REAL_WORLD)
+    with pytest.raises(VOCFormatError, match="a.xml: unknown class 'cat'"):
+        load_voc_instances(str(tmp_path), "trainval", ["dog"])
+    with pytest.raises(FileNotFoundError, match="test.txt"):
+        load_voc_instances(str(tmp_path), "test", ["dog"])
+
+
+def test_register_voc_directory_discovers_classes(tmp_path):
+    _write_voc(tmp_path, "a", REAL_WORLD)
+    register_voc("cli_voc", str(tmp_path), "trainval")
+    assert MetadataCatalog.get("cli_voc").thing_classes == ["cat", "dog"]
+    assert len(DatasetCatalog.get("cli_voc")) == 1
+
+
+def test_deepforest_real_voc_annotations_parse(tmp_path):
+    """Real-world VOC XML (tree crowns, DeepForest's test data) goes through the parser."""
+    deepforest_data = pytest.importorskip("deepforest").__path__[0] + "/data"
+    import glob
+
+    xmls = sorted(glob.glob(f"{deepforest_data}/*.xml"))
+    if not xmls:
+        pytest.skip("deepforest ships no XML annotations in this version")
+    total = 0
+    for path in xmls:
+        rec = parse_voc_xml(path, path[:-4] + ".tif")
+        total += len(rec["objects"])
+        assert rec["width"] > 0 and all(o["bbox"][2] > o["bbox"][0] for o in rec["objects"])
+    assert total > 0
+
+
+def test_coco_json_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"images": [}')
+    with pytest.raises(DatasetFormatError, match="bad.json: invalid JSON at line 1 column 13"):
+        load_coco_checked(str(bad), str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        load_coco_checked(str(tmp_path / "missing.json"), str(tmp_path))
+
+
+# ---- embedded default ---------------------------------------------------------------------------------------
+
+def test_embedded_dataset_is_deterministic_and_consistent_across_layouts(tmp_path, embedded):
+    root, names = embedded
+    assert names == ["tiny_train", "tiny_voc_train", "tiny_val", "tiny_voc_val"]
+    again = tmp_path / "again"
+    generate_embedded_dataset(again, TINY_SPEC)
+    for f in ("annotations/instances_train.json", "Annotations/train_00003.xml", "JPEGImages/val_00002.jpg"):
+        assert (root / f).read_bytes() == (again / f).read_bytes(), f
+    coco, voc = DatasetCatalog.get("tiny_val"), DatasetCatalog.get("tiny_voc_val")
+    assert len(coco) == len(voc) == TINY_SPEC.num_val
+    for c, v in zip(coco, voc):
+        a = [BoxMode.convert(x["bbox"], x["bbox_mode"], BoxMode.XYXY_ABS) for x in c["annotations"]]
+        b = [x["bbox"] for x in v["annotations"]]
+        np.testing.assert_allclose(a, b)
+        assert [x["category_id"] for x in c["annotations"]] == [x["category_id"] for x in v["annotations"]]
+        assert 1 <= len(a) <= TINY_SPEC.max_objects
+
+
+def test_embedded_synthetic_fallback(tmp_path):
+    manifest = generate_embedded_dataset(tmp_path / "syn", EmbeddedSpec(num_train=3, num_val=2, source="synthetic"))
+    assert manifest["source"] == "synthetic-shapes" and manifest["classes"] == ["disc", "square", "triangle", "cross"]
+    coco = json.loads((tmp_path / "syn" / "annotations" / "instances_val.json").read_text())
+    assert len(coco["images"]) == 2 and coco["annotations"]
+
+
+# ---- evaluation ---------------------------------------------------------------------------------------------
+
+def _oracle_outputs(records, jitter=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    inputs, outputs = [], []
+    for rec in records:
+        boxes = np.array([BoxMode.convert(a["bbox"], a["bbox_mode"], BoxMode.XYXY_ABS) for a in rec["annotations"]])
+        boxes = boxes + rng.normal(0, jitter, boxes.shape) if jitter else boxes
+        inst = Instances((rec["height"], rec["width"]))
+        inst.pred_boxes = Boxes(torch.tensor(boxes, dtype=torch.float32))
+        inst.scores = torch.tensor(np.round(rng.uniform(0.5, 1.0, len(boxes)), 3), dtype=torch.float32)
+        inst.pred_classes = torch.tensor([a["category_id"] for a in rec["annotations"]])
+        inputs.append({"image_id": rec["image_id"], "height": rec["height"], "width": rec["width"]})
+        outputs.append({"instances": inst})
+    return inputs, outputs
+
+
+def _run(evaluator, inputs, outputs):
+    evaluator.reset()
+    evaluator.process(inputs, outputs)
+    return evaluator.evaluate()["bbox"]
+
+
+@pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
+def test_perfect_predictions_give_ap_100(embedded, tmp_path, backend):
+    records = DatasetCatalog.get("tiny_val")
+    res = _run(COCOEvaluator("tiny_val", str(tmp_path), backend=backend, distributed=False),
+               *_oracle_outputs(records))
+    assert res["AP"] == pytest.approx(100.0) and res["AP50"] == pytest.approx(100.0)
+    saved = json.loads((tmp_path / "coco_eval_bbox.json").read_text())
+    assert set(saved["stats"]) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100"}
+    assert len(saved["precision"]["iou50"]) == 4 and len(saved["recall_thresholds"]) == 101
+    voc = _run(VOCDetectionEvaluator("tiny_voc_val", distributed=False),
+               *_oracle_outputs(DatasetCatalog.get("tiny_voc_val")))
+    assert voc["AP50"] == pytest.approx(100.0) and voc["mAP50_voc07"] == pytest.approx(100.0)
+
+
+def test_coco_backends_give_identical_numbers(embedded):
+    from pycocotools.coco import COCO
+
+    coco = COCO(str(embedded[0] / "annotations" / "instances_val.json"))
+    rng = np.random.default_rng(0)
+    results = []
+    for ann in coco.dataset["annotations"]:
+        for _ in range(3):
+            x, y, w, h = ann["bbox"]
+            results.append({"image_id": ann["image_id"], "category_id": int(rng.integers(1, 5)),
+                            "bbox": [x + rng.normal(0, 3), y + rng.normal(0, 3), w * rng.uniform(0.8, 1.2),
+                                     h * rng.uniform(0.8, 1.2)], "score": float(rng.uniform())})
+    fast = evaluate_coco(coco, results, backend="faster_coco_eval")
+    ref = evaluate_coco(coco, results, backend="pycocotools")
+    for k in ref.stats:
+        assert fast.stats[k] == pytest.approx(ref.stats[k], abs=1e-9, nan_ok=True), k
+    assert 0 < ref.stats["AP50"] < 100
+    assert evaluate_coco(coco, []).stats["AP"] == 0.0  # a detector that finds nothing scores 0
+
+
+def test_voc_ap_equals_detectron2s_evaluator(embedded):
+    """On clean VOC files, our evaluator's numbers are Detectron2's PascalVOCDetectionEvaluator's."""
+    from detectron2.evaluation import PascalVOCDetectionEvaluator
+
+    root = embedded[0]
+    register_voc("tiny_voc07", str(root), "val", year=2007, class_names=MetadataCatalog.get("tiny_voc_val")
+                 .thing_classes)
+    (root / "ImageSets" / "Main" / "val.txt").read_text()
+    records = DatasetCatalog.get("tiny_voc07")
+    inputs, outputs = _oracle_outputs(records, jitter=4.0)
+    for o in outputs:  # Detectron2 writes boxes with 1 decimal: use boxes it represents exactly
+        o["instances"].pred_boxes.tensor = torch.round(o["instances"].pred_boxes.tensor * 10) / 10
+    d2 = _run(PascalVOCDetectionEvaluator("tiny_voc07"), inputs, outputs)
+    ours = _run(VOCDetectionEvaluator("tiny_voc07", distributed=False), inputs, outputs)
+    for k in ("AP", "AP50", "AP75"):
+        assert ours[k] == pytest.approx(d2[k], abs=1e-6), k
+    assert ours["AP50"] == pytest.approx(ours["mAP50_voc07"])
+    assert 0 < ours["AP50"] < 100
+
+
+def test_xml_written_by_the_generator_is_standard_voc(embedded):
+    tree = ET.parse(embedded[0] / "Annotations" / "val_00000.xml")
+    assert tree.find("size/width").text == "96"
+    assert tree.find("object/bndbox/xmin") is not None and tree.find("object/difficult").text == "0"

@@ -1,0 +1,245 @@
+"""The Detectron2 plugin's models: every config builds, each design trains a step, parity with Detectron2's own
+R-50-C4, pretrained weights of every format reach the right detector parameters."""
+
+import glob
+import pickle
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from detectron2.modeling import build_model
+from detectron2.structures import Boxes, Instances
+from detectron2.utils.events import EventStorage
+
+import backbones
+from detection import BackbonesCheckpointer, get_detection_cfg
+from detection.modeling import BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
+
+CONFIGS = sorted(glob.glob("configs/COCO-Detection/*.yaml") + glob.glob("configs/PascalVOC-Detection/*.yaml"))
+TINY = ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "16",
+        "MODEL.RPN.PRE_NMS_TOPK_TRAIN", "200", "MODEL.RPN.POST_NMS_TOPK_TRAIN", "32",
+        "MODEL.RPN.PRE_NMS_TOPK_TEST", "100", "MODEL.RPN.POST_NMS_TOPK_TEST", "16",
+        "INPUT.MIN_SIZE_TEST", "96", "INPUT.MAX_SIZE_TEST", "128"]
+
+
+def tiny_cfg(path, *extra):
+    return get_detection_cfg(path, TINY + list(extra))
+
+
+def one_image(h=96, w=128):
+    img = torch.rand(3, h, w) * 255
+    inst = Instances((h, w), gt_boxes=Boxes(torch.tensor([[10.0, 12.0, 60.0, 70.0], [70.0, 20.0, 120.0, 90.0]])),
+                     gt_classes=torch.tensor([1, 3]))
+    return {"image": img, "instances": inst, "height": h, "width": w}
+
+
+def test_all_configs_are_found():
+    names = {p.split("/")[-1] for p in CONFIGS}
+    assert names == {"faster_rcnn_vgg16.yaml", "faster_rcnn_R_101_C4.yaml", "faster_rcnn_R_50_C4.yaml",
+                     "faster_rcnn_plain_34_C4.yaml", "faster_rcnn_R_34_C4.yaml", "faster_rcnn_R_101_FPN.yaml"}
+    assert len(CONFIGS) == 12
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_every_config_builds_with_paper_settings(path):
+    cfg = get_detection_cfg(path, ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])
+    assert cfg.INPUT.MIN_SIZE_TEST == 600 and cfg.INPUT.MAX_SIZE_TEST == 1000
+    if "FPN" not in path:
+        assert cfg.MODEL.RPN.POST_NMS_TOPK_TEST == 300
+        assert list(cfg.MODEL.ANCHOR_GENERATOR.SIZES[0]) == [128, 256, 512]
+    assert cfg.MODEL.ROI_HEADS.NUM_CLASSES == (20 if "PascalVOC" in path else 80)
+    model = build_model(cfg)
+    trunk = model.backbone if isinstance(model.backbone, BackbonesTrunk) else model.backbone.bottom_up
+    assert isinstance(trunk, BackbonesTrunk) and trunk.spec.name == cfg.MODEL.BACKBONES.NAME
+
+
+@pytest.mark.parametrize("name", ["faster_rcnn_vgg16", "faster_rcnn_R_101_C4", "faster_rcnn_plain_34_C4",
+                                  "faster_rcnn_R_34_C4", "faster_rcnn_R_101_FPN"])
+def test_one_training_step(name):
+    torch.manual_seed(0)
+    cfg = tiny_cfg(f"configs/COCO-Detection/{name}.yaml", "MODEL.BACKBONES.NORM", "BN")
+    model = build_model(cfg).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    with EventStorage(0):
+        losses = model([one_image(), one_image()])
+    total = sum(losses.values())
+    assert set(losses) == {"loss_cls", "loss_box_reg", "loss_rpn_cls", "loss_rpn_loc"}
+    assert torch.isfinite(total)
+    total.backward()
+    opt.step()
+    changed = sum(not torch.equal(a, p) for a, p in zip(before, params))
+    assert changed > 0.9 * len(params)
+
+
+def test_c4_head_is_the_nets_own_res5():
+    r34 = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml"))
+    assert isinstance(r34.roi_heads, BackbonesRes5ROIHeads)
+    assert type(r34.roi_heads.res5[0]).__name__ == "BasicBlock" and len(r34.roi_heads.res5) == 3
+    assert r34.roi_heads.box_predictor.cls_score.in_features == 512
+    plain = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_plain_34_C4.yaml"))
+    assert all(b.shortcut is None for b in plain.roi_heads.res5)
+    assert all(b.shortcut is None for stage in ("res2", "res3", "res4") for b in getattr(plain.backbone, stage))
+    assert not hasattr(plain.backbone, "res5")  # res5 lives in the RoI head only
+    pre = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml", "MODEL.BACKBONES.PREACT", "True"))
+    assert pre.roi_heads.final_norm is not None
+    with EventStorage(0):
+        pre.train()([one_image()])
+
+
+def test_vgg16_detector_layout():
+    model = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_vgg16.yaml"))
+    assert model.backbone.output_shape()["conv5"].stride == 16
+    head = model.roi_heads.box_head
+    assert isinstance(head, VGGFC67Head) and head.fc6.in_features == 512 * 7 * 7 and head.fc7.out_features == 4096
+    assert head.dropout.p == 0.5
+    frozen = {n.split(".")[1] for n, p in model.backbone.named_parameters() if not p.requires_grad}
+    assert frozen == {"conv1", "conv2"}  # conv1_x, conv2_x: lr_mult 0 in py-faster-rcnn
+    assert model.proposal_generator.rpn_head.conv.out_channels == 512  # rpn_conv/3x3: 512
+
+
+def test_frozen_bn_by_default_in_c4():
+    model = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml"))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert not norms  # every BN is a FrozenBatchNorm2d (paper: BN frozen at ImageNet statistics)
+    assert not any(p.requires_grad for p in model.backbone.res2.parameters())
+    assert all(p.requires_grad for p in model.backbone.res3.parameters())
+
+
+def test_r50_c4_matches_detectron2_builtin():
+    """Same weights -> same trunk features and res5 head output as Detectron2's own R-50-C4 (stride_in_1x1)."""
+    from detectron2 import model_zoo
+    from detectron2.config import get_cfg
+
+    torch.manual_seed(0)
+    d2_cfg = get_cfg()
+    d2_cfg.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml"))
+    d2_cfg.MODEL.DEVICE = "cpu"
+    d2 = build_model(d2_cfg).eval()
+    with torch.no_grad():  # give the FrozenBN non-trivial statistics
+        for name, buf in d2.named_buffers():
+            if name.endswith(("running_mean", "bias")) and "norm" in name:
+                buf.uniform_(-0.1, 0.1)
+            elif name.endswith(("running_var", "weight")) and "norm" in name:
+                buf.uniform_(0.5, 1.5)
+    ours = build_model(get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
+                                         ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])).eval()
+    assert set(ours.state_dict()) == set(d2.state_dict())  # identical parameter names
+    ours.load_state_dict(d2.state_dict())
+    x = torch.randn(1, 3, 128, 160)
+    with torch.no_grad():
+        f_d2, f_ours = d2.backbone(x)["res4"], ours.backbone(x)["res4"]
+        torch.testing.assert_close(f_ours, f_d2, atol=1e-4, rtol=1e-4)
+        boxes = [Boxes(torch.tensor([[0.0, 0.0, 64.0, 64.0], [30.0, 40.0, 150.0, 120.0]]))]
+        h_d2 = d2.roi_heads._shared_roi_transform([f_d2], boxes)
+        h_ours = ours.roi_heads._shared_roi_transform([f_ours], boxes)
+        torch.testing.assert_close(h_ours, h_d2, atol=1e-4, rtol=1e-4)
+
+
+# ---- MODEL.WEIGHTS in every format ------------------------------------------------------------------------
+
+def _randomized(model):
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
+def test_torchvision_resnet_weights_set_conventions_and_fill_trunk_and_head(tmp_path):
+    tv = _randomized(torchvision.models.resnet50(weights=None))
+    torch.save(tv.state_dict(), tmp_path / "r50_tv.pth")
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "r50_tv.pth")])
+    assert cfg.INPUT.FORMAT == "RGB" and cfg.MODEL.BACKBONES.STRIDE_IN_1X1 is False
+    assert cfg.MODEL.PIXEL_STD == pytest.approx([58.395, 57.12, 57.375])
+    model = build_model(cfg)
+    BackbonesCheckpointer(model).load(cfg.MODEL.WEIGHTS)
+    assert torch.equal(model.backbone.stem.conv1.weight, tv.conv1.weight)
+    assert torch.equal(model.backbone.res4[5].conv3.weight, tv.layer3[5].conv3.weight)
+    assert torch.equal(model.roi_heads.res5[2].conv2.weight, tv.layer4[2].conv2.weight)
+    assert torch.equal(model.roi_heads.res5[0].shortcut.norm.running_var, tv.layer4[0].downsample[1].running_var)
+
+
+def test_vgg16_fc6_fc7_come_from_the_imagenet_classifier(tmp_path):
+    tv = torchvision.models.vgg16(weights=None)
+    torch.save(tv.state_dict(), tmp_path / "vgg16.pth")
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_vgg16.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "vgg16.pth")])
+    model = build_model(cfg)
+    BackbonesCheckpointer(model).load(cfg.MODEL.WEIGHTS)
+    assert torch.equal(model.roi_heads.box_head.fc6.weight, tv.classifier[0].weight)
+    assert torch.equal(model.roi_heads.box_head.fc7.bias, tv.classifier[3].bias)
+    assert torch.equal(model.backbone.conv5.conv5_3.weight, tv.features[28].weight)
+
+
+def test_msra_caffe2_pkl_sets_bgr(tmp_path):
+    ref = backbones.create_model("resnet50", norm="FrozenBN")
+    blobs = {"conv1_w": ref.stem.conv1.weight.detach().numpy()}
+    blobs["res_conv1_bn_s"] = np.ones(64, np.float32)
+    blobs["res_conv1_bn_b"] = np.zeros(64, np.float32)
+    sd = ref.state_dict()
+    for key in sd:
+        if key.startswith("res") and key.endswith(".weight") and sd[key].ndim == 4:
+            stage, block, conv = key.split(".")[:3]
+            branch = "branch1" if conv == "shortcut" else "branch2" + "abc"[int(conv[-1]) - 1]
+            c2 = f"{stage}_{block}_{branch}"
+            blobs[c2 + "_w"] = sd[key].numpy()
+            n = sd[key].shape[0]
+            blobs[c2 + "_bn_s"] = np.full(n, 0.5, np.float32)
+            blobs[c2 + "_bn_b"] = np.zeros(n, np.float32)
+    with open(tmp_path / "R-50.pkl", "wb") as f:
+        pickle.dump({"blobs": blobs}, f)
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "R-50.pkl"),
+                             "MODEL.PIXEL_MEAN", "[1.0, 2.0, 3.0]", "INPUT.FORMAT", "RGB"])
+    assert cfg.INPUT.FORMAT == "BGR" and cfg.MODEL.PIXEL_STD == [1.0, 1.0, 1.0]
+    assert cfg.MODEL.PIXEL_MEAN == pytest.approx([103.53, 116.28, 123.675])
+    model = build_model(cfg)
+    BackbonesCheckpointer(model).load(cfg.MODEL.WEIGHTS)
+    assert torch.equal(model.roi_heads.res5[1].conv1.weight, ref.res5[1].conv1.weight)
+    assert torch.allclose(model.backbone.res3[0].conv2.norm.weight, torch.full((128,), 0.5))
+
+
+def test_own_classification_checkpoint_and_detector_resume_format(tmp_path):
+    ref = backbones.create_model("plain34", num_classes=10, norm="FrozenBN")
+    backbones.save_pretrained(ref, tmp_path / "plain34.pth", extra={"optimizer": {}, "epoch": 1})
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_plain_34_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "plain34.pth")])
+    model = build_model(cfg)
+    BackbonesCheckpointer(model).load(cfg.MODEL.WEIGHTS)
+    assert torch.equal(model.backbone.res3[2].conv1.weight, ref.res3[2].conv1.weight)
+    assert torch.equal(model.roi_heads.res5[0].conv2.weight, ref.res5[0].conv2.weight)
+    # a full detector checkpoint (what training writes) round-trips through the same checkpointer
+    ckpt = BackbonesCheckpointer(model, save_dir=str(tmp_path))
+    ckpt.save("model_final")
+    other = build_model(cfg)
+    BackbonesCheckpointer(other).load(str(tmp_path / "model_final.pth"))
+    for (k, a), b in zip(model.state_dict().items(), other.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
+
+
+def test_wrong_architecture_weights_are_refused_with_the_keys(tmp_path):
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "r18.pth")])
+    model = build_model(cfg)
+    with pytest.raises(backbones.IncompatibleWeightsError, match=r"(?s)missing in checkpoint.*res2.0.conv3.weight"):
+        BackbonesCheckpointer(model).load(cfg.MODEL.WEIGHTS)
+
+
+def test_malicious_pkl_refused_by_the_detector_checkpointer(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (exec, ("open('pwned', 'w')",))
+
+    with open(tmp_path / "evil.pkl", "wb") as f:
+        pickle.dump({"model": {"backbone.stem.conv1.weight": Evil()}}, f)
+    model = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml"))
+    with pytest.raises(backbones.UnsafeCheckpointError, match="builtins.exec"):
+        BackbonesCheckpointer(model).load(str(tmp_path / "evil.pkl"))
