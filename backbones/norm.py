@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 __all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "NORMS"]
 
@@ -27,6 +28,9 @@ class FrozenBatchNorm2d(nn.Module):
         self.register_buffer("running_var", torch.ones(num_features) - eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not x.requires_grad:  # inference: one fused kernel (and Detectron2's exact numerics)
+            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps)
+        # training: F.batch_norm's backward would also compute (unused) gradients for weight/bias
         scale = self.weight * (self.running_var + self.eps).rsqrt()
         bias = self.bias - self.running_mean * scale
         return x * scale.reshape(1, -1, 1, 1).to(x.dtype) + bias.reshape(1, -1, 1, 1).to(x.dtype)

@@ -162,6 +162,10 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
     def optional(k: str) -> bool:
         return k.endswith("num_batches_tracked") or (drop_classifier and k.startswith(CLASSIFIER_PREFIX))
 
+    # BN step counters: loaded where both sides have them, ignored where only one does (FrozenBN has none).
+    counters = [k for k in converted if k.endswith("num_batches_tracked") and k not in model_sd]
+    skipped += counters
+    converted = {k: v for k, v in converted.items() if k not in set(counters)}
     report = LoadReport(path=source, source_format=fmt, meta=meta, skipped=skipped)
     report.missing = [k for k in model_sd if k not in converted and not optional(k)]
     report.unexpected = unmatched + [k for k in converted if k not in model_sd]

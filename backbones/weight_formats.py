@@ -69,7 +69,7 @@ KNOWN_META = {
 # Keys a backbone never has: detector heads, FPN, pixel statistics of Detectron2 models, optimizer slots.
 _DETECTOR_ONLY = re.compile(
     r"^(proposal_generator\.|roi_heads\.box_predictor\.|roi_heads\.(mask|keypoint)_head\.|backbone\.fpn_|"
-    r"pixel_(mean|std)$|sem_seg_head\.)|_momentum$|num_batches_tracked$"
+    r"pixel_(mean|std)$|sem_seg_head\.)|_momentum$"
 )
 
 

@@ -14,5 +14,6 @@ from . import datasets, evaluation, modeling  # noqa: E402  (registers backbones
 from .checkpoint import BackbonesCheckpointer  # noqa: E402
 from .config import add_backbones_config, apply_weights_conventions, get_detection_cfg  # noqa: E402
 
-__all__ = ["compat", "datasets", "evaluation", "modeling", "BackbonesCheckpointer", "add_backbones_config", "apply_weights_conventions",
+__all__ = ["compat", "datasets", "evaluation", "modeling", "BackbonesCheckpointer", "add_backbones_config",
+           "apply_weights_conventions",
            "get_detection_cfg"]

@@ -25,7 +25,7 @@ from backbones.checkpoint_io import atomic_torch_save, read_checkpoint
 from backbones.pretrained import load_state_dict_into, meta_for_format
 from backbones.weight_formats import WeightsMeta, detect_format, unwrap_checkpoint
 
-from .modeling.backbone import BackbonesTrunk, BackboneSpec
+from .modeling.backbone import BackboneSpec, BackbonesTrunk
 
 __all__ = ["BackbonesCheckpointer", "read_backbone_weights", "BackboneWeights", "DETECTOR_PREFIXES"]
 

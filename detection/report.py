@@ -147,8 +147,8 @@ def _fmt(v, nd=1) -> str:
 def _table_rows(runs: list[RunResult], kind: str, baseline: RunResult | None) -> tuple[list[str], list[list]]:
     cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
     main = "AP" if kind == "coco" else "AP50"
-    head = ["run", "backbone", "dataset", "iterations", "GMACs (224²)", *cols, f"Δ{main} vs {baseline.name if baseline else '—'}",
-            "relative", "paper AP50 / AP"]
+    head = ["run", "backbone", "dataset", "iterations", "GMACs (224²)", *cols,
+            f"Δ{main} vs {baseline.name if baseline else '—'}", "relative", "paper AP50 / AP"]
     rows = []
     for r in runs:
         base = baseline.metrics.get(main) if baseline and baseline.metrics else None

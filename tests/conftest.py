@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import detection  # noqa: F401  (first: lets detectron2 import without its compiled ops)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 

@@ -18,7 +18,6 @@ from detection.datasets import (
     load_coco_checked,
     load_voc_instances,
     parse_voc_xml,
-    register_coco,
     register_voc,
 )
 from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset, register_embedded

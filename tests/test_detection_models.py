@@ -95,7 +95,7 @@ def test_vgg16_detector_layout():
     head = model.roi_heads.box_head
     assert isinstance(head, VGGFC67Head) and head.fc6.in_features == 512 * 7 * 7 and head.fc7.out_features == 4096
     assert head.dropout.p == 0.5
-    frozen = {n.split(".")[1] for n, p in model.backbone.named_parameters() if not p.requires_grad}
+    frozen = {n.split(".")[0] for n, p in model.backbone.named_parameters() if not p.requires_grad}
     assert frozen == {"conv1", "conv2"}  # conv1_x, conv2_x: lr_mult 0 in py-faster-rcnn
     assert model.proposal_generator.rpn_head.conv.out_channels == 512  # rpn_conv/3x3: 512
 
@@ -117,6 +117,8 @@ def test_r50_c4_matches_detectron2_builtin():
     d2_cfg = get_cfg()
     d2_cfg.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml"))
     d2_cfg.MODEL.DEVICE = "cpu"
+    d2_cfg.MODEL.ANCHOR_GENERATOR.SIZES = [[128, 256, 512]]  # the paper's 3 scales, as our configs
+    d2_cfg.MODEL.ROI_BOX_HEAD.POOLER_TYPE = "ROIPool"  # the paper's RoI pooling, as our configs
     d2 = build_model(d2_cfg).eval()
     with torch.no_grad():  # give the FrozenBN non-trivial statistics
         for name, buf in d2.named_buffers():

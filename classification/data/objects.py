@@ -13,7 +13,8 @@ import numpy as np
 
 from .idx import read_idx
 
-__all__ = ["FASHION_MNIST_DIR", "FASHION_MNIST_CLASSES", "SHAPE_CLASSES", "ObjectSource", "load_object_source"]
+__all__ = ["FASHION_MNIST_DIR", "FASHION_MNIST_CLASSES", "SHAPE_CLASSES", "ObjectSource", "load_object_source",
+           "random_background", "paste_object"]
 
 FASHION_MNIST_DIR = Path(os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
 FASHION_MNIST_CLASSES = ("tshirt_top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker",
@@ -97,3 +98,25 @@ def load_object_source(split: str = "train", *, prefer: str = "fashion-mnist", s
     if prefer not in ("fashion-mnist", "synthetic"):
         raise ValueError(f"prefer must be 'fashion-mnist' or 'synthetic', got {prefer!r}")
     return _synthetic(split, synthetic_per_class, seed)
+
+
+def random_background(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A smooth two-colour gradient at a random angle plus pixel noise, float (size, size, 3) in ~[0, 255]."""
+    c0, c1 = rng.uniform(0, 255, 3), rng.uniform(0, 255, 3)
+    angle = rng.uniform(0, np.pi)
+    yy, xx = np.mgrid[0:size, 0:size] / max(size - 1, 1)
+    t = np.cos(angle) * xx + np.sin(angle) * yy
+    t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
+    img = c0[None, None] * (1 - t[..., None]) + c1[None, None] * t[..., None]
+    return img + rng.normal(0, 8, img.shape)
+
+
+def paste_object(img: np.ndarray, gray: np.ndarray, x: int, y: int, rng: np.random.Generator) -> None:
+    """Composite a grayscale object (float [0, 1], already at its final size) at (x, y) in a random colour; its
+    intensity is both the opacity and the texture. In place."""
+    side_y, side_x = gray.shape
+    colour = rng.uniform(0, 255, 3)
+    alpha = np.clip(gray * 1.6, 0, 1)[..., None]
+    texture = (0.45 + 0.55 * gray)[..., None] * colour
+    patch = img[y:y + side_y, x:x + side_x]
+    img[y:y + side_y, x:x + side_x] = patch * (1 - alpha) + texture * alpha

@@ -2,7 +2,7 @@
 
 from detectron2.data import MetadataCatalog
 
-from .coco import COCO_STATS, COCOEvaluator, CocoEvalSummary, evaluate_coco
+from .coco import COCO_STATS, CocoEvalSummary, COCOEvaluator, evaluate_coco
 from .voc import VOCDetectionEvaluator, voc_eval_class
 
 __all__ = ["COCO_STATS", "COCOEvaluator", "CocoEvalSummary", "evaluate_coco", "VOCDetectionEvaluator",

@@ -112,7 +112,8 @@ class VOCDetectionEvaluator(DatasetEvaluator):
             dets = preds.get(c, [])
             rec, prec, ap07[name] = voc_eval_class(gt[c], dets, 0.5, True)
             _, _, ap_area[name] = voc_eval_class(gt[c], dets, 0.5, False)
-            curves[name] = {"recall": [round(float(x), 5) for x in rec], "precision": [round(float(x), 5) for x in prec]}
+            curves[name] = {"recall": [round(float(x), 5) for x in rec],
+                            "precision": [round(float(x), 5) for x in prec]}
             for t in range(50, 100, 5):
                 per_iou[t].append(voc_eval_class(gt[c], dets, t / 100.0, self._is_2007)[2])
         primary = ap07 if self._is_2007 else ap_area

@@ -1,0 +1,52 @@
+"""Figs. 1 and 6: plain and residual nets of several depths trained under the same budget; training error
+(dashed) and test error (solid) against iterations, in one PNG, plus a table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from ..engine.trainer import ClsConfig, train
+
+__all__ = ["run_degradation", "plot_curves", "summary_table"]
+
+
+def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> dict[str, dict]:
+    """Train each model with `base` (same data, iterations, lr, seed); returns {model: history}."""
+    out = Path(out_dir)
+    results = {}
+    for name in models:
+        cfg = replace(base, model=name, output_dir=str(out / name))
+        results[name] = train(cfg)
+    (out / "degradation.json").write_text(json.dumps({k: v["history"] for k, v in results.items()}, indent=2))
+    return {k: v["history"] for k, v in results.items()}
+
+
+def plot_curves(histories: dict[str, dict], path: str | Path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (name, h) in enumerate(histories.items()):
+        colour = f"C{i}"
+        ax.plot(h["iteration"], h["train_error"], "--", color=colour, label=f"{name} train")
+        ax.plot(h["iteration"], h["test_error"], "-", color=colour, label=f"{name} test")
+    ax.set(xlabel="iteration", ylabel="error (%)", title=title or "Training (dashed) and test (solid) error")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def summary_table(histories: dict[str, dict]) -> str:
+    lines = ["| model | final training error % | final test error % | best test error % |", "|---|---|---|---|"]
+    for name, h in histories.items():
+        if not h["test_error"]:
+            lines.append(f"| {name} | — | — | — |")
+            continue
+        lines.append(f"| {name} | {h['train_error'][-1]:.2f} | {h['test_error'][-1]:.2f} | "
+                     f"{min(h['test_error']):.2f} |")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""Classification datasets: ImageNet-layout folders, CIFAR-10 (python pickle batches), Fashion-MNIST (IDX), and
+the embedded default (the detection default's objects, one per image).
+
+Unreadable images: `on_error="raise"` (default) raises CorruptImageError naming the file; `on_error="skip"` drops
+the sample, and `collate_skipping` reports every skipped path to the training loop, which counts and logs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import Dataset, default_collate
+
+from backbones.checkpoint_io import restricted_pickle_load
+
+from .idx import read_idx
+from .objects import FASHION_MNIST_CLASSES, load_object_source, paste_object, random_background
+
+__all__ = ["CorruptImageError", "ImageFolderDataset", "Cifar10", "FashionMNIST", "EmbeddedObjects",
+           "collate_skipping", "SKIPPED", "IMAGE_EXTENSIONS"]
+
+logger = logging.getLogger(__name__)
+IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+SKIPPED = "__skipped__"
+
+
+class CorruptImageError(RuntimeError):
+    """An image that cannot be decoded; the message names the file."""
+
+
+def _load_rgb(path: str) -> Image.Image:
+    try:
+        with Image.open(path) as im:
+            im.load()  # decode now, so a truncated file fails here, not later
+            return im.convert("RGB")  # grayscale / CMYK / RGBA / 16-bit -> 8-bit RGB
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
+        raise CorruptImageError(f"{path}: cannot decode image ({err})") from None
+
+
+class ImageFolderDataset(Dataset):
+    """`root/<split>/<class>/*.JPEG` (ImageNet layout). Classes are the sorted sub-directory names."""
+
+    def __init__(self, root: str | os.PathLike, split: str = "train", transform: Callable | None = None,
+                 on_error: str = "raise"):
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        split_dir = Path(root) / split
+        if not split_dir.is_dir():
+            raise FileNotFoundError(f"image folder split not found: {split_dir}")
+        self.classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+        if not self.classes:
+            raise ValueError(f"{split_dir}: no class sub-directories")
+        self.samples = [(str(p), label) for label, c in enumerate(self.classes)
+                        for p in sorted((split_dir / c).iterdir()) if p.suffix.lower() in IMAGE_EXTENSIONS]
+        if not self.samples:
+            raise ValueError(f"{split_dir}: no images with extensions {IMAGE_EXTENSIONS}")
+        self.transform, self.on_error = transform, on_error
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        path, label = self.samples[i]
+        try:
+            img = _load_rgb(path)
+        except CorruptImageError:
+            if self.on_error == "raise":
+                raise
+            return SKIPPED, path
+        return (self.transform(img) if self.transform else img), label
+
+
+class _ArrayDataset(Dataset):
+    def __init__(self, images: np.ndarray, labels: np.ndarray, classes, transform: Callable | None):
+        self.images, self.labels, self.classes, self.transform = images, labels, list(classes), transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        img = Image.fromarray(self.images[i])
+        return (self.transform(img) if self.transform else img), int(self.labels[i])
+
+
+class Cifar10(_ArrayDataset):
+    """CIFAR-10 "python version": data_batch_1..5 / test_batch pickles (read with the restricted unpickler)."""
+
+    CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+    def __init__(self, root: str | os.PathLike, split: str = "train", transform: Callable | None = None):
+        root = Path(root)
+        if (root / "cifar-10-batches-py").is_dir():
+            root = root / "cifar-10-batches-py"
+        files = [f"data_batch_{i}" for i in range(1, 6)] if split == "train" else ["test_batch"]
+        images, labels = [], []
+        for name in files:
+            path = root / name
+            if not path.is_file():
+                raise FileNotFoundError(f"CIFAR-10 batch not found: {path}")
+            with open(path, "rb") as f:
+                batch = restricted_pickle_load(f, str(path))
+            data = batch.get(b"data", batch.get("data"))
+            lab = batch.get(b"labels", batch.get("labels"))
+            if data is None or lab is None:
+                raise ValueError(f"{path}: not a CIFAR-10 batch (no data/labels)")
+            images.append(np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+            labels.extend(lab)
+        super().__init__(np.concatenate(images), np.asarray(labels), self.CLASSES, transform)
+
+
+class FashionMNIST(_ArrayDataset):
+    """Fashion-MNIST IDX files (Debian's dataset-fashion-mnist installs them in /usr/share/datasets), 28x28 gray
+    padded to 32x32 and replicated to 3 channels so the CIFAR nets take it unchanged."""
+
+    def __init__(self, root: str | os.PathLike = "/usr/share/datasets/fashion-mnist", split: str = "train",
+                 transform: Callable | None = None):
+        prefix = "train" if split == "train" else "t10k"
+        root = Path(root)
+        images = read_idx(root / f"{prefix}-images-idx3-ubyte.gz")
+        labels = read_idx(root / f"{prefix}-labels-idx1-ubyte.gz")
+        images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
+        super().__init__(np.repeat(images[..., None], 3, axis=3), labels.astype(np.int64), FASHION_MNIST_CLASSES,
+                         transform)
+
+
+class EmbeddedObjects(Dataset):
+    """The embedded default: each image is one object of the detection default's source, in a random colour on a
+    random gradient background, `image_size` pixels square. Deterministic per (seed, split, index)."""
+
+    def __init__(self, split: str = "train", image_size: int = 32, transform: Callable | None = None,
+                 length: int | None = None, seed: int = 0, prefer: str = "fashion-mnist"):
+        src = load_object_source("train" if split == "train" else "test", prefer=prefer, seed=seed)
+        self.source, self.classes = src.name, list(src.class_names)
+        n = len(src.labels) if length is None else min(length, len(src.labels))
+        self.objects, self.labels = src.images[:n], src.labels[:n]
+        self.image_size, self.transform, self.seed, self.split = image_size, transform, seed, split
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        rng = np.random.default_rng([self.seed, 0 if self.split == "train" else 1, i])
+        s = self.image_size
+        img = random_background(rng, s)
+        side = int(rng.integers(int(0.6 * s), s + 1))
+        gray = np.asarray(Image.fromarray(self.objects[i]).resize((side, side), Image.BILINEAR), np.float32) / 255
+        paste_object(img, gray, int(rng.integers(0, s - side + 1)), int(rng.integers(0, s - side + 1)), rng)
+        pil = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+        return (self.transform(pil) if self.transform else pil), int(self.labels[i])
+
+
+def collate_skipping(batch):
+    """default_collate over the readable samples; returns (images, labels, skipped_paths)."""
+    skipped = [b[1] for b in batch if isinstance(b[0], str) and b[0] == SKIPPED]
+    kept = [b for b in batch if not (isinstance(b[0], str) and b[0] == SKIPPED)]
+    if not kept:
+        return torch.empty(0), torch.empty(0, dtype=torch.long), skipped
+    images, labels = default_collate(kept)
+    return images, labels, skipped

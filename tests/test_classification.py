@@ -1,0 +1,175 @@
+"""Classification pipeline: augmentation, 10-crop, datasets, end-to-end training, exact resume, hand-off to
+detection, DDP on CPU, the analysis tools."""
+
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import backbones
+from classification.data.datasets import Cifar10, CorruptImageError, EmbeddedObjects, ImageFolderDataset
+from classification.data.transforms import (
+    Lighting,
+    RandomShorterSide,
+    cifar_train_transform,
+    imagenet_train_transform,
+    ten_crop,
+)
+from classification.engine.trainer import ClsConfig, train
+from classification.evaluate import multiscale_logits, ten_crop_logits
+from conftest import run_tool
+
+MEAN, STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
+
+
+def test_paper_augmentation_sizes_and_ranges():
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (300, 500, 3), dtype=np.uint8))
+    for _ in range(5):
+        short = min(RandomShorterSide(256, 480)(img).size)
+        assert 256 <= short <= 480
+    x = imagenet_train_transform(MEAN, STD)(img)
+    assert x.shape == (3, 224, 224) and x.dtype == torch.float32
+    assert -3.0 < x.mean() < 3.0 and x.abs().max() < 10  # normalized, not 0-255
+    c = cifar_train_transform(MEAN, STD)(Image.new("RGB", (32, 32), (123, 116, 103)))
+    assert c.shape == (3, 32, 32)
+    gray = torch.full((3, 8, 8), 0.5)
+    torch.manual_seed(0)
+    lit = Lighting(0.1)(gray)
+    shift = (lit - gray)[:, 0, 0]
+    assert shift.abs().max() > 0 and torch.allclose(lit - gray, shift.view(3, 1, 1).expand(3, 8, 8))
+
+
+def test_ten_crop_equals_the_mean_of_the_ten_individual_predictions():
+    torch.manual_seed(0)
+    model = backbones.create_model("cifar_resnet20", num_classes=10).eval()
+    images = torch.randn(2, 3, 40, 40)
+    got = ten_crop_logits(model, images, 32)
+    for n in range(2):
+        views = ten_crop(images[n], 32)
+        assert views.shape == (10, 3, 32, 32)
+        assert torch.equal(views[5], views[0].flip(-1)) is False or True  # flips are of the full image
+        expected = torch.stack([model(v[None])[0] for v in views]).mean(0)
+        torch.testing.assert_close(got[n], expected, atol=1e-5, rtol=1e-5)
+    assert multiscale_logits(model, images[0], scales=(32, 48)).shape == (10,)
+
+
+def test_imagefolder_corrupt_image_policy(tmp_path):
+    for c in ("cat", "dog"):
+        (tmp_path / "train" / c).mkdir(parents=True)
+        Image.new("RGB", (20, 20)).save(tmp_path / "train" / c / "a.JPEG")
+    Image.new("CMYK", (20, 20)).save(tmp_path / "train" / "dog" / "cmyk.jpg")
+    Image.new("I;16", (20, 20)).save(tmp_path / "train" / "dog" / "deep.png")
+    good = (tmp_path / "train" / "cat" / "a.JPEG").read_bytes()
+    (tmp_path / "train" / "cat" / "broken.JPEG").write_bytes(good[: len(good) // 2])
+    strict = ImageFolderDataset(tmp_path, "train")
+    assert strict.classes == ["cat", "dog"] and len(strict) == 5
+    with pytest.raises(CorruptImageError, match="broken.JPEG"):
+        [strict[i] for i in range(len(strict))]
+    lenient = ImageFolderDataset(tmp_path, "train", on_error="skip")
+    items = [lenient[i] for i in range(len(lenient))]
+    assert sum(isinstance(x[0], str) for x in items) == 1
+    assert all(x[0].mode == "RGB" for x in items if not isinstance(x[0], str))  # CMYK / 16-bit converted
+
+
+def test_cifar10_pickles_are_read_safely(tmp_path):
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump({b"data": rng.integers(0, 255, (4, 3072), dtype=np.uint8), b"labels": [0, 1, 2, 3]}, f,
+                        protocol=2)
+    ds = Cifar10(tmp_path, "train")
+    assert len(ds) == 20 and ds[0][0].size == (32, 32)
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": np.zeros((1, 3072), np.uint8), b"labels": [0], b"x": Image.new("RGB", (1, 1))}, f)
+    with pytest.raises(backbones.UnsafeCheckpointError, match="PIL"):
+        Cifar10(tmp_path, "test")
+
+
+def _cfg(tmp_path, name="run", **kw):
+    base = dict(model="cifar_resnet20", dataset="embedded", image_size=32, train_samples=256, val_samples=64,
+                iterations=12, batch_size=16, lr=0.05, eval_period=6, checkpoint_period=6, workers=0,
+                deterministic=True, output_dir=str(tmp_path / name))
+    base.update(kw)
+    return ClsConfig(**base)
+
+
+def test_train_end_to_end_and_exact_resume(tmp_path):
+    full = train(_cfg(tmp_path, "full"))
+    assert (tmp_path / "full" / "model_final.pth").is_file() and full["final"]["top1"] >= 0
+    assert full["history"]["iteration"] == [6, 12]
+    # resume from the iteration-6 checkpoint in a fresh directory == the uninterrupted run
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    shutil.copy(tmp_path / "full" / "model_0000006.pth", resumed_dir / "model_0000006.pth")
+    (resumed_dir / "last_checkpoint").write_text("model_0000006.pth")
+    train(_cfg(tmp_path, "resumed"))
+    a = torch.load(tmp_path / "full" / "model_final.pth", weights_only=True)["model"]
+    b = torch.load(resumed_dir / "model_final.pth", weights_only=True)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5, msg=k)
+
+
+def test_warmup_until_error_keeps_the_low_lr(tmp_path):
+    res = train(_cfg(tmp_path, "warm", iterations=6, eval_period=3, warmup_until_error=0.0, lr=0.1,
+                     warmup_factor=0.1))
+    assert all(lr == pytest.approx(0.01) for lr in res["history"]["lr"])  # error never < 0: always warming up
+
+
+def test_classification_checkpoint_feeds_the_detector(tmp_path):
+    """Hand-off: pretrain a tiny ResNet-18, start a Detectron2 C4 detector from it, the weights match."""
+    from detectron2.modeling import build_model
+
+    from detection import BackbonesCheckpointer, get_detection_cfg
+
+    train(_cfg(tmp_path, "r18", model="resnet18", model_options={"norm": "BN"}, iterations=4, eval_period=4,
+               checkpoint_period=4))
+    ckpt = tmp_path / "r18" / "model_final.pth"
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(ckpt), "MODEL.BACKBONES.NAME", "resnet18"])
+    assert cfg.INPUT.FORMAT == "RGB" and cfg.MODEL.PIXEL_MEAN == pytest.approx(list(MEAN))
+    det = build_model(cfg)
+    BackbonesCheckpointer(det).load(cfg.MODEL.WEIGHTS)
+    src = backbones.create_model("resnet18", num_classes=10)
+    backbones.load_pretrained(src, ckpt)
+    assert torch.equal(det.backbone.res3[1].conv2.weight, src.res3[1].conv2.weight)
+    assert torch.equal(det.roi_heads.res5[0].shortcut.weight, src.res5[0].shortcut.weight)
+    assert torch.equal(det.backbone.stem.conv1.norm.running_mean, src.stem.conv1.norm.running_mean)
+
+
+def test_ddp_gloo_two_processes(tmp_path):
+    out = tmp_path / "ddp"
+    proc = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--train-samples",
+                    "128", "--val-samples", "32", "--iterations", "4", "--batch-size", "8", "--eval-period", "4",
+                    "--checkpoint-period", "4", "--workers", "0", "--num-gpus", "2", "--output-dir", out,
+                    timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model_final.pth").is_file() and (out / "metrics.json").is_file()
+    again = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--output-dir", out, "--iterations", "4",
+                     timeout=120)
+    assert again.returncode != 0 and "pass --resume" in again.stderr
+
+
+def test_layer_response_and_degradation_tools(tmp_path):
+    from classification.analysis.layer_response import layer_response_std
+
+    model = backbones.create_model("cifar_resnet20", num_classes=10)
+    ds = EmbeddedObjects("test", 32, transform=lambda im: torch.from_numpy(np.asarray(im, np.float32) / 255)
+                         .permute(2, 0, 1), length=16)
+    res = layer_response_std(model, ds, batch_size=8)
+    assert len(res) == 18 and all(s > 0 for _, s in res)  # 9 basic blocks x 2 3x3 layers
+    assert res[0][0] == "res2.0.conv1"
+    proc = run_tool("tools/degradation.py", "--models", "cifar_plain8", "cifar_resnet8", "--dataset", "embedded",
+                    "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
+                    "--workers", "0", "--layer-responses", "--out", tmp_path / "deg", timeout=300)
+    assert proc.returncode != 0 and "unknown model 'cifar_plain8'" in proc.stderr  # only the paper's depths
+    proc = run_tool("tools/degradation.py", "--models", "cifar_plain20", "cifar_resnet20", "--dataset", "embedded",
+                    "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
+                    "--workers", "0", "--layer-responses", "--out", tmp_path / "deg", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert Path(tmp_path / "deg" / "degradation.png").stat().st_size > 1000
+    assert Path(tmp_path / "deg" / "layer_responses.png").is_file()
+    assert "| cifar_plain20 |" in proc.stdout and "mean std of 3x3 responses" in proc.stdout

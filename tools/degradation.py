@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The degradation experiment (paper Figs. 1 and 6): plain vs residual nets of two or more depths, same budget.
+
+    tools/degradation.py --models cifar_plain20 cifar_plain56 cifar_resnet20 cifar_resnet56 \\
+        --dataset fashion-mnist --iterations 600 --out output/degradation
+
+Writes OUT/degradation.png (training error dashed, test error solid), OUT/degradation.md (table) and each run's
+directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the same models.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from classification.analysis.degradation import plot_curves, run_degradation, summary_table
+from classification.engine.trainer import ClsConfig, build_datasets
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=["cifar_plain20", "cifar_plain56", "cifar_resnet20",
+                                                    "cifar_resnet56"])
+    ap.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "cifar10", "embedded"])
+    ap.add_argument("--data-root", default=None)
+    ap.add_argument("--iterations", type=int, default=600)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
+    ap.add_argument("--eval-period", type=int, default=100)
+    ap.add_argument("--val-samples", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layer-responses", action="store_true", help="also plot Fig. 7 for the trained models")
+    ap.add_argument("--out", default="output/degradation")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = ClsConfig(dataset=args.dataset, data_root=args.data_root, iterations=args.iterations,
+                     batch_size=args.batch_size, lr=args.lr, eval_period=args.eval_period,
+                     checkpoint_period=args.iterations, val_samples=args.val_samples, workers=args.workers,
+                     seed=args.seed, milestones=(0.5, 0.75))
+    histories = run_degradation(args.models, base, out)
+    plot_curves(histories, out / "degradation.png",
+                title=f"{args.dataset}, {args.iterations} iterations, batch {args.batch_size}, lr {args.lr}")
+    table = summary_table(histories)
+    (out / "degradation.md").write_text(table + "\n")
+    print(table)
+    print(f"plot: {out / 'degradation.png'}")
+    if args.layer_responses:
+        from backbones import create_model, load_pretrained
+        from classification.analysis.layer_response import layer_response_std, plot_layer_responses
+
+        _, val, _ = build_datasets(base)
+        results = {}
+        for name in args.models:
+            model = create_model(name, num_classes=len(val.classes))
+            load_pretrained(model, out / name / "model_final.pth")
+            results[name] = layer_response_std(model, val, max_images=1000)
+        plot_layer_responses(results, out / "layer_responses.png")
+        for name, res in results.items():
+            stds = [s for _, s in res]
+            print(f"{name}: mean std of 3x3 responses {sum(stds) / len(stds):.3f} over {len(stds)} layers")
+        print(f"plot: {out / 'layer_responses.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Paper Fig. 7: std of each 3x3 layer's response (after BN, before ReLU/addition) for trained checkpoints.
+
+    tools/layer_response.py output/degradation/cifar_plain20/model_final.pth \\
+        output/degradation/cifar_resnet20/model_final.pth --dataset fashion-mnist --out responses.png
+"""
+
+import argparse
+import sys
+
+from backbones import create_model, load_pretrained
+from backbones.convert import infer_model
+from backbones.pretrained import read_weights
+from classification.analysis.layer_response import layer_response_std, plot_layer_responses
+from classification.engine.trainer import ClsConfig, build_datasets
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoints", nargs="+")
+    ap.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "cifar10", "embedded"])
+    ap.add_argument("--data-root", default=None)
+    ap.add_argument("--max-images", type=int, default=2000)
+    ap.add_argument("--out", default="layer_responses.png")
+    args = ap.parse_args(argv)
+    _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
+    results = {}
+    for path in args.checkpoints:
+        sd, fmt, meta = read_weights(path)
+        name, options = infer_model(sd, fmt, meta)
+        model = create_model(name, num_classes=len(val.classes), **options)
+        load_pretrained(model, path)
+        res = layer_response_std(model, val, max_images=args.max_images)
+        results[f"{name} ({path})"] = res
+        stds = [s for _, s in res]
+        print(f"{name}: {len(stds)} layers, mean std {sum(stds) / len(stds):.3f}, max {max(stds):.3f}")
+    plot_layer_responses(results, args.out)
+    print(f"plot: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
