@@ -105,8 +105,8 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
         run.status = "no bbox metrics"
         return run
     run.status = "finished"
-    if metrics.get("iteration") is not None:  # the last finished iteration (0-based)
-        run.iterations = metrics["iteration"] + 1
+    if metrics.get("iterations_completed") is not None:
+        run.iterations = metrics["iterations_completed"]
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-from conftest import run_tool
 from torch import nn
 
 from backbones import (
@@ -19,6 +18,7 @@ from backbones import (
     save_pretrained,
 )
 from backbones.weight_formats import MSRA_MEAN, TORCHVISION_MEAN
+from conftest import run_tool
 
 
 def _randomize_bn(model):

@@ -2,6 +2,7 @@
 submitit executor (local) with a simulated preemption that requeues and resumes."""
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     assert list(out.glob("events.out.tfevents.*"))
     metrics = json.loads((out / "metrics.json").read_text())
     bbox = metrics["evaluation"]["tiny_val"]["bbox"]
-    assert set(bbox) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR100"} and metrics["iteration"] == 3
+    assert set(bbox) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR100"} and metrics["iterations_completed"] == 4
     assert (out / "inference" / "tiny_val" / "coco_eval_bbox.json").is_file()
     assert "train:" in proc.stderr  # the progress bar
     ckpt = torch.load(out / "model_final.pth", weights_only=True)
@@ -66,7 +67,7 @@ def test_resume_continues_from_the_last_checkpoint(tiny_data, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "Starting training from iteration 2" in log
-    assert json.loads((out / "metrics.json").read_text())["iteration"] == 3
+    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 4
 
 
 def test_two_processes_with_gloo(tiny_data, tmp_path):
@@ -83,29 +84,60 @@ def test_bad_config_key_names_the_key(tiny_data, tmp_path):
     assert proc.returncode != 0 and "MODEL.NOT_A_KEY" in proc.stderr
 
 
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
 def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path):
-    """A real submitit executor (cluster='local'): the job is preempted (USR2) after its first checkpoint,
-    checkpoint() resubmits it with --resume, and it finishes from there."""
+    """A real submitit executor (cluster='local'): after the first checkpoint the task gets USR2, as Slurm sends
+    on preemption; checkpoint() resubmits with --resume and the requeued job finishes from the checkpoint."""
+    import signal
+
     import submitit
 
     from detection.engine.train_net import run
 
     out = tmp_path / "slurm"
-    argv = det_args(tiny_data, out, 40, "--slurm", "--cluster", "local", "--job-dir", str(tmp_path / "jobs"),
-                    "--timeout", "20")[1:]
+    argv = det_args(tiny_data, out, 30, "--slurm", "--cluster", "local", "--job-dir", str(tmp_path / "jobs"),
+                    "--timeout", "30")[1:]
     job = run(argv)
     assert isinstance(job, submitit.Job)
     deadline = time.time() + 240
     while not (out / "last_checkpoint").is_file():
-        assert time.time() < deadline, job.stderr()
-        assert job.state not in ("FINISHED", "FAILED"), job.stderr()
-        time.sleep(1)
-    job._interrupt()  # what Slurm does on preemption: USR2 to the job
-    job.wait()
-    assert job.state == "FINISHED" or job.done(), job.stderr()
-    job.result()  # raises if the job failed
+        assert time.time() < deadline and not job.done(), job.stderr()
+        time.sleep(0.5)
+    tasks = _children(job._process.pid)
+    assert tasks, "no submitit task process found"
+    for pid in tasks:
+        os.kill(pid, signal.SIGUSR2)  # preemption
+    job.result()  # waits; raises if the job failed
     stderr = job.stderr() or ""
-    assert "checkpoint" in stderr.lower() and "requeue" in stderr.lower(), stderr[-3000:]
+    assert "preempted" in stderr and "requeue 1/" in stderr, stderr[-3000:]
     log = (out / "log.txt").read_text()
-    assert "Resuming from" in log or "Loading checkpoint from" in log
-    assert json.loads((out / "metrics.json").read_text())["iteration"] == 39
+    assert "Loading trainer from" in log  # optimizer, scheduler and iteration restored
+    resumed_at = [int(line.rsplit(" ", 1)[1]) for line in log.splitlines()
+                  if "Starting training from iteration" in line]
+    assert resumed_at[0] == 0 and resumed_at[-1] >= 2
+    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 30
+
+
+def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path):
+    """Each allocation times out (the signal comes 55 s before a 1-minute limit); after --max-requeues requeues
+    the job stops with a message saying why."""
+    from detection.engine.train_net import run
+
+    out = tmp_path / "timeouts"
+    argv = det_args(tiny_data, out, 100000, "--slurm", "--cluster", "local", "--job-dir", str(tmp_path / "jobs"),
+                    "--timeout", "1", "--signal-delay", "52", "--max-requeues", "1")[1:]
+    job = run(argv)
+    with pytest.raises(Exception, match="not requeued|timed-out too many times|checkpoint function returned None"):
+        job.result()
+    assert "requeue 1/1" in (job.stderr() or "")

@@ -35,6 +35,8 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     g.add_argument("--comment", default=None)
     g.add_argument("--mem", type=int, default=None, help="GB per node (default: the partition's)")
     g.add_argument("--max-requeues", type=int, default=20, help="stop after this many preemptions/timeouts")
+    g.add_argument("--signal-delay", type=int, default=120,
+                   help="seconds before the time limit at which the job is signalled to checkpoint and requeue")
     g.add_argument("--cluster", default=None, choices=["slurm", "local", "debug"],
                    help="submitit backend (default: slurm if available); 'local' runs the job as a local process")
     return parser
@@ -63,7 +65,7 @@ class SubmititJob:
         args.dist_url = f"tcp://{env.hostnames[0]}:{port_for_job(env.job_id)}" if env.num_nodes > 1 else "auto"
         if self.requeues:
             args.resume = True
-            logger.info(f"requeue {self.requeues}/{self.max_requeues}: resuming from the last checkpoint")
+            logger.warning(f"requeue {self.requeues}/{self.max_requeues}: resuming from the last checkpoint")
         return self.entry(args)
 
     def checkpoint(self):
@@ -85,22 +87,22 @@ def submit(entry: Callable[[argparse.Namespace], Any], args: argparse.Namespace,
     import submitit
 
     folder = Path(args.job_dir or os.path.join(output_dir, "submitit")) / "%j"
-    executor = submitit.AutoExecutor(folder=folder, cluster=args.cluster, slurm_max_num_timeout=args.max_requeues)
+    # submitit's own bound on timeouts, on top of ours on all requeues (SubmititJob.checkpoint)
+    executor = submitit.AutoExecutor(folder=folder, cluster=args.cluster, slurm_max_num_timeout=args.max_requeues,
+                                     local_max_num_timeout=args.max_requeues)
+    gpus = args.gpus_per_node if executor.cluster == "slurm" or _has_cuda() else 0
     params: dict[str, Any] = dict(name=job_name, nodes=args.nodes, tasks_per_node=1, timeout_min=args.timeout,
-                                  gpus_per_node=args.gpus_per_node, cpus_per_task=args.cpus_per_gpu * max(
-                                      1, args.gpus_per_node))
+                                  gpus_per_node=gpus, cpus_per_task=args.cpus_per_gpu * max(1, gpus))
+    if args.mem:
+        params["mem_gb"] = args.mem
     if executor.cluster == "slurm":
         slurm = {"slurm_partition": args.partition, "slurm_account": args.account,
-                 "slurm_constraint": args.constraint, "slurm_comment": args.comment,
-                 "slurm_signal_delay_s": 120}
+                 "slurm_constraint": args.constraint, "slurm_comment": args.comment}
         params.update({k: v for k, v in slurm.items() if v is not None})
-        if args.mem:
-            params["mem_gb"] = args.mem
-    else:  # local / debug: the node's own GPUs (none here); submitit local ignores Slurm keys
-        params = {k: v for k, v in params.items() if k in ("name", "timeout_min", "tasks_per_node", "nodes",
-                                                               "gpus_per_node", "cpus_per_task")}
-        params["gpus_per_node"] = 0 if args.gpus_per_node and not _has_cuda() else params["gpus_per_node"]
+        params["slurm_signal_delay_s"] = args.signal_delay
     executor.update_parameters(**params)
+    if executor.cluster == "local":  # LocalExecutor takes it, AutoExecutor does not forward it
+        executor._executor.update_parameters(signal_delay_s=args.signal_delay)
     args = copy.deepcopy(args)
     args.slurm = False
     job = executor.submit(SubmititJob(entry, args, max_requeues=args.max_requeues))

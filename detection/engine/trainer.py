@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
+from .data import build_test_loader, build_train_loader
 
 __all__ = ["Trainer", "create_ddp_model", "write_metrics"]
 
@@ -64,6 +65,27 @@ class ProgressBar(hooks.HookBase):
         self._bar.close()
 
 
+class FiniteWeightsGuard(hooks.HookBase):
+    """Before each periodic checkpoint: stop if a parameter became inf/NaN, so the last checkpoint stays good.
+
+    Detectron2 already stops when a *loss* is non-finite (naming the iteration and loss terms); an update can
+    make the weights non-finite one step earlier, and that step's checkpoint would be the last one.
+    """
+
+    def __init__(self, period: int, max_iter: int):
+        self.period, self.max_iter = period, max_iter
+
+    def after_step(self):
+        it = self.trainer.iter
+        if (it + 1) % self.period and it < self.max_iter - 1:
+            return
+        bad = [n for n, p in self.trainer.model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            last = self.trainer.checkpointer.get_checkpoint_file() or "none yet"
+            raise FloatingPointError(f"parameters became inf/NaN at iteration {it} ({len(bad)} tensors, e.g. "
+                                     f"{bad[:3]}); not saving; the last good checkpoint is {last}")
+
+
 def write_metrics(output_dir: str, results: dict, extra: dict | None = None) -> str:
     """OUTPUT_DIR/metrics.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
     path = os.path.join(output_dir, "metrics.json")
@@ -83,8 +105,10 @@ class Trainer(DefaultTrainer):
         cfg = DefaultTrainer.auto_scale_workers(cfg, comm.get_world_size())
         model = self.build_model(cfg)
         optimizer = self.build_optimizer(cfg, model)
-        data_loader = self.build_train_loader(cfg)
+        data_loader, self._sampler = build_train_loader(cfg)
         model = create_ddp_model(model)
+        logging.getLogger("detectron2").info(
+            f"training {type(model).__name__} in {comm.get_world_size()} process(es) on {cfg.MODEL.DEVICE}")
         use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
         self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
         self.scheduler = self.build_lr_scheduler(cfg, optimizer)
@@ -94,6 +118,29 @@ class Trainer(DefaultTrainer):
         self.cfg = cfg
         self._started = time.time()
         self.register_hooks(self.build_hooks())
+
+    def resume_or_load(self, resume: bool = True):
+        super().resume_or_load(resume=resume)
+        if self.start_iter:  # continue the sample stream where the checkpointed run was, not from its start
+            self._sampler.set_start(self.start_iter * self.cfg.SOLVER.IMS_PER_BATCH)
+            self._trainer._data_loader_iter = iter(self._trainer.data_loader)
+
+    @classmethod
+    def build_train_loader(cls, cfg):
+        return build_train_loader(cfg)[0]
+
+    @classmethod
+    def build_test_loader(cls, cfg, dataset_name):
+        return build_test_loader(cfg, dataset_name)
+
+    def run_step(self):
+        try:
+            super().run_step()
+        except FloatingPointError as err:  # add where it happened and what is safe to resume from
+            latest = {k: round(v[0], 4) for k, v in get_event_storage().latest().items() if k.startswith("loss")}
+            last = self.checkpointer.get_checkpoint_file() or "none yet"
+            raise FloatingPointError(f"training diverged at iteration {self.iter}: {err} Loss terms of the last "
+                                     f"logged iteration: {latest}. The last good checkpoint is {last}.") from None
 
     # --- checkpoint contents: include the optimizer (and AMP scaler) state --------------------------------------
     def state_dict(self):
@@ -110,6 +157,8 @@ class Trainer(DefaultTrainer):
     def build_hooks(self):
         ret = super().build_hooks()
         if comm.is_main_process():
+            ckpt = next(i for i, h in enumerate(ret) if isinstance(h, hooks.PeriodicCheckpointer))
+            ret.insert(ckpt, FiniteWeightsGuard(self.cfg.SOLVER.CHECKPOINT_PERIOD, self.max_iter))
             ret.insert(-1, ProgressBar())  # before the writers, after the checkpointer
         return ret
 
@@ -127,23 +176,21 @@ class Trainer(DefaultTrainer):
     @classmethod
     def test(cls, cfg, model, evaluators=None):
         """Evaluate on every DATASETS.TEST entry; rank 0 writes OUTPUT_DIR/metrics.json."""
-        from detectron2.data import build_detection_test_loader
-
         results: OrderedDict = OrderedDict()
         timing = {}
         for name in cfg.DATASETS.TEST:
-            loader = build_detection_test_loader(cfg, name)
+            loader = cls.build_test_loader(cfg, name)
             evaluator = cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
             results[name] = inference_on_dataset(model, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
         if comm.is_main_process():
-            storage_iter = None
-            try:
-                storage_iter = get_event_storage().iter
+            completed = None
+            try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER
+                completed = get_event_storage().iter
             except AssertionError:  # evaluation outside training (--eval-only)
                 pass
             write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
-                          {"iteration": storage_iter, "eval_seconds": timing,
+                          {"iterations_completed": completed, "eval_seconds": timing,
                            "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS})
         return results if len(results) > 1 else next(iter(results.values()), results)

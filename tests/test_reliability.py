@@ -1,0 +1,228 @@
+"""Fault injection: kill -9 and resume, interrupted checkpoint writes, NaN, and bad inputs of every kind."""
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import REPO
+from detection.datasets import DatasetFormatError, load_coco_checked
+from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
+from detection.engine.data import DetectionMapper, ImageReadError, read_image
+from test_train_det import det_args
+
+SPEC = EmbeddedSpec(num_train=8, num_val=4, image_size=64, min_object=20, max_object=36, seed=7)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rel_det")
+    generate_embedded_dataset(root, SPEC)
+    return root
+
+
+def _run_and_kill_after(cmd, marker: Path, timeout=300):
+    """Start `cmd`, SIGKILL it as soon as `marker` exists; returns the killed process's return code."""
+    proc = subprocess.Popen([sys.executable, *map(str, cmd)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended (rc {proc.returncode}) before {marker} appeared")
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    return proc.wait()
+
+
+def _weights(path):
+    return torch.load(path, map_location="cpu", weights_only=True)["model"]
+
+
+def _assert_same(a, b):
+    assert set(a) == set(b)
+    for k in a:
+        if a[k].is_floating_point():
+            torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=1e-4, msg=k)
+        else:
+            assert torch.equal(a[k], b[k]), k
+
+
+def test_detection_kill9_then_resume_equals_uninterrupted(data, tmp_path):
+    common = ["SEED", "3", "SOLVER.MAX_ITER", "8", "MODEL.BACKBONES.NORM", "BN"]
+    full = subprocess.run([sys.executable, *det_args(data, tmp_path / "full", 8), *common], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert full.returncode == 0, full.stderr[-3000:]
+    rc = _run_and_kill_after([*det_args(data, tmp_path / "killed", 8), *common],
+                             tmp_path / "killed" / "model_0000003.pth")
+    assert rc == -signal.SIGKILL
+    assert (tmp_path / "killed" / "last_checkpoint").read_text() in ("model_0000001.pth", "model_0000003.pth",
+                                                                      "model_0000005.pth")
+    resumed = subprocess.run([sys.executable, *det_args(data, tmp_path / "killed", 8, "--resume"), *common],
+                             cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    _assert_same(_weights(tmp_path / "full" / "model_final.pth"), _weights(tmp_path / "killed" / "model_final.pth"))
+
+
+def test_classification_kill9_then_resume_equals_uninterrupted(tmp_path):
+    args = ["tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--train-samples", "96",
+            "--val-samples", "16", "--iterations", "12", "--batch-size", "8", "--eval-period", "6",
+            "--checkpoint-period", "4", "--workers", "0", "--deterministic"]
+    full = subprocess.run([sys.executable, *args, "--output-dir", str(tmp_path / "full")], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert full.returncode == 0, full.stderr[-3000:]
+    out = tmp_path / "killed"
+    assert _run_and_kill_after([*args, "--output-dir", out], out / "model_0000004.pth") == -signal.SIGKILL
+    resumed = subprocess.run([sys.executable, *args, "--output-dir", str(out), "--resume"], cwd=REPO,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    _assert_same(_weights(tmp_path / "full" / "model_final.pth"), _weights(out / "model_final.pth"))
+
+
+def test_interrupted_checkpoint_write_leaves_the_last_checkpoint_intact(tmp_path, monkeypatch):
+    from detectron2.modeling import build_model
+
+    from detection import BackbonesCheckpointer, get_detection_cfg
+
+    model = build_model(get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                                          ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", ""]))
+    ckpt = BackbonesCheckpointer(model, save_dir=str(tmp_path))
+    ckpt.save("model_0000001")
+    good = (tmp_path / "model_0000001.pth").read_bytes()
+    real_save = torch.save
+
+    def dying_save(obj, f, *a, **k):  # writes half a checkpoint, then the process "dies"
+        real_save(obj, f, *a, **k)
+        f.truncate(len(good) // 2)
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save("model_0000003")
+    monkeypatch.setattr(torch, "save", real_save)
+    assert (tmp_path / "last_checkpoint").read_text() == "model_0000001.pth"
+    assert not (tmp_path / "model_0000003.pth").exists() and not list(tmp_path.glob("*.tmp"))
+    assert (tmp_path / "model_0000001.pth").read_bytes() == good
+    BackbonesCheckpointer(model, save_dir=str(tmp_path)).resume_or_load("", resume=True)  # loads cleanly
+
+
+def test_nan_stops_training_and_keeps_the_last_good_checkpoint(data, tmp_path):
+    out = tmp_path / "nan"
+    proc = subprocess.run([sys.executable, *det_args(data, out, 40), "SOLVER.BASE_LR", "1e6",
+                           "SOLVER.CLIP_GRADIENTS.ENABLED", "False", "SOLVER.WARMUP_ITERS", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "FloatingPointError" in proc.stderr
+    assert "training diverged at iteration" in proc.stderr or "parameters became inf/NaN at iteration" in proc.stderr
+    assert "loss_" in proc.stderr and "last good checkpoint is" in proc.stderr
+    last = out / "last_checkpoint"
+    if last.exists():  # whatever was saved before the failure is finite
+        w = _weights(out / last.read_text())
+        assert all(torch.isfinite(v).all() for v in w.values() if v.is_floating_point())
+
+
+# ---- bad inputs --------------------------------------------------------------------------------------------
+
+def _coco(tmp_path, images, annotations, categories=({"id": 1, "name": "a"},)):
+    for im in images:
+        if not (tmp_path / im["file_name"]).exists():
+            Image.new("RGB", (im["width"], im["height"])).save(tmp_path / im["file_name"])
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps({"images": images, "annotations": annotations, "categories": list(categories)}))
+    return path
+
+
+def test_bad_boxes_are_clipped_or_dropped_and_logged(tmp_path, caplog):
+    images = [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}]
+    anns = [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [30, 20, 20, 20], "area": 400, "iscrowd": 0},
+            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [5, 5, 0, 10], "area": 0, "iscrowd": 0},
+            {"id": 3, "image_id": 1, "category_id": 1, "bbox": [5, 5, -3, 10], "area": 0, "iscrowd": 0},
+            {"id": 4, "image_id": 1, "category_id": 1, "bbox": [50, 40, 5, 5], "area": 25, "iscrowd": 0}]
+    path = _coco(tmp_path, images, anns)
+    with caplog.at_level(logging.WARNING):
+        dicts = load_coco_checked(str(path), str(tmp_path))
+    boxes = [a["bbox"] for a in dicts[0]["annotations"]]
+    assert boxes == [[30, 20, 40, 30]]  # clipped; zero, negative and outside boxes dropped
+    assert "1 boxes clipped" in caplog.text and "3 empty or negative boxes dropped" in caplog.text
+    assert "a.jpg" in caplog.text
+
+
+def test_unknown_category_and_missing_image_name_the_problem(tmp_path):
+    images = [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}]
+    anns = [{"id": 7, "image_id": 1, "category_id": 99, "bbox": [1, 1, 5, 5], "area": 25, "iscrowd": 0}]
+    path = _coco(tmp_path, images, anns)
+    with pytest.raises(DatasetFormatError, match=r"ann.json: annotation 7 \(image 1\) has category_id 99"):
+        load_coco_checked(str(path), str(tmp_path), "rel_unknown_category")
+    images.append({"id": 2, "file_name": "gone.jpg", "width": 40, "height": 30})
+    path.write_text(json.dumps({"images": images, "annotations": [], "categories": [{"id": 1, "name": "a"}]}))
+    with pytest.raises(FileNotFoundError, match="1 of 2 images not found.*gone.jpg"):
+        load_coco_checked(str(path), str(tmp_path))
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK", "RGBA", "P", "I;16"])
+def test_image_modes_are_read_as_8bit_rgb(tmp_path, mode):
+    path = tmp_path / ("img.jpg" if mode == "CMYK" else "img.png")
+    if mode == "I;16":
+        Image.fromarray(np.full((6, 8), 40000, np.uint16)).save(path)
+    else:
+        Image.new(mode, (8, 6)).save(path)
+    img = read_image(str(path), "BGR")
+    assert img.shape == (6, 8, 3) and img.dtype == np.uint8
+    if mode == "I;16":
+        assert 150 < img[0, 0, 0] < 160  # 40000/65535 of the range, not clipped to 255
+
+
+def test_truncated_and_missing_images_name_the_file(tmp_path):
+    Image.new("RGB", (64, 64), (200, 10, 10)).save(tmp_path / "ok.jpg", quality=95)
+    blob = (tmp_path / "ok.jpg").read_bytes()
+    (tmp_path / "cut.jpg").write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(ImageReadError, match="cut.jpg: cannot read image"):
+        read_image(str(tmp_path / "cut.jpg"), "BGR")
+    from detection import get_detection_cfg
+
+    mapper = DetectionMapper(get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                                               ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"]), is_train=False)
+    with pytest.raises(ImageReadError, match="nowhere.jpg: image file not found"):
+        mapper({"file_name": str(tmp_path / "nowhere.jpg"), "height": 64, "width": 64})
+
+
+def test_images_without_annotations_are_dropped_with_a_log(data, tmp_path):
+    from detectron2.data import DatasetCatalog, MetadataCatalog
+    from detectron2.data.build import get_detection_dataset_dicts
+
+    DatasetCatalog.register("rel_empty_images", lambda: [
+        {"file_name": "x.jpg", "image_id": 1, "height": 8, "width": 8, "annotations": []},
+        {"file_name": "y.jpg", "image_id": 2, "height": 8, "width": 8,
+         "annotations": [{"bbox": [1, 1, 4, 4], "bbox_mode": 0, "category_id": 0}]}])
+    MetadataCatalog.get("rel_empty_images").thing_classes = ["a"]
+    dicts = get_detection_dataset_dicts(["rel_empty_images"], filter_empty=True)
+    assert [d["image_id"] for d in dicts] == [2]  # Detectron2 logs "Removed 1 images with no usable annotations"
+    DatasetCatalog.register("rel_empty_dataset", lambda: [])
+    with pytest.raises(AssertionError, match="rel_empty_dataset"):
+        get_detection_dataset_dicts(["rel_empty_dataset"])
+
+
+def test_detector_checkpoint_with_other_num_classes_loads_the_rest_with_a_warning(tmp_path, caplog):
+    from detectron2.modeling import build_model
+
+    from detection import BackbonesCheckpointer, get_detection_cfg
+
+    cfg80 = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                              ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])
+    m80 = build_model(cfg80)
+    BackbonesCheckpointer(m80, save_dir=str(tmp_path)).save("coco")
+    m20 = build_model(get_detection_cfg("configs/PascalVOC-Detection/faster_rcnn_R_34_C4.yaml",
+                                        ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"]))
+    with caplog.at_level(logging.WARNING):
+        BackbonesCheckpointer(m20).load(str(tmp_path / "coco.pth"))
+    assert "roi_heads.box_predictor.cls_score.weight" in caplog.text  # skipped: incompatible shapes
+    assert torch.equal(m20.backbone.res4[0].conv1.weight, m80.backbone.res4[0].conv1.weight)
