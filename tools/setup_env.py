@@ -176,9 +176,26 @@ def is_up_to_date(venv: Path) -> bool:
     return recorded == inputs_digest() and not missing_dists(venv)
 
 
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+
+
+def ensure_fashion_mnist(quiet: bool) -> None:
+    """Best effort: Debian's dataset-fashion-mnist gives the embedded default real objects (else synthetic)."""
+    if FASHION_MNIST.is_file() or not shutil.which("apt-get") or os.geteuid() != 0:
+        return
+    proc = subprocess.run(["apt-get", "install", "-y", "-q", "dataset-fashion-mnist"], capture_output=True,
+                          text=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if proc.returncode == 0:
+        log("installed Debian's dataset-fashion-mnist (real objects for the embedded default dataset)")
+    elif not quiet:
+        log("dataset-fashion-mnist not installed (apt-get failed); the embedded dataset uses synthetic shapes")
+
+
 def setup(venv: Path, recreate: bool, quiet: bool, check_only: bool = False) -> None:
     t_start = time.time()
     check_interpreter()
+    if not check_only:
+        ensure_fashion_mnist(quiet)
     if recreate and venv.exists():
         log(f"removing {venv}")
         shutil.rmtree(venv)
