@@ -95,7 +95,9 @@ class CNNBlockBase(nn.Module):
         return getattr(self, "shortcut", None) is not None
 
     def _add_shortcut(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return out + self.shortcut(x) if self.shortcut is not None else out
+        if self.shortcut is not None:
+            out += self.shortcut(x)  # in place, as Detectron2: no extra activation-sized buffer per block
+        return out
 
 
 class BasicBlock(CNNBlockBase):

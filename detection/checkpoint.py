@@ -45,27 +45,28 @@ class BackboneWeights:
     container: dict[str, Any]
 
 
-_cache: dict[tuple, BackboneWeights | None] = {}
+_cache: dict[tuple, tuple[dict, dict, BackboneWeights | None]] = {}
 
 
-def _read(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    return unwrap_checkpoint(read_checkpoint(path), path)
-
-
-def read_backbone_weights(path: str) -> BackboneWeights | None:
-    """Backbone weights in `path`, or None if it is a full detector checkpoint. Cached for the last file, so the
-    config step (pixel statistics) and the model load read it once."""
+def _read_cached(path: str) -> tuple[dict, dict, BackboneWeights | None]:
+    """(state dict, container, backbone weights or None for a detector checkpoint), cached for the last file so
+    the config step (pixel statistics) and the model load read it once."""
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
     if key not in _cache:
         _cache.clear()
-        sd, container = _read(path)
-        if any(k.startswith(_DETECTOR_MARKERS) for k in sd) and detect_format(sd, container) != "caffe2":
-            _cache[key] = None
+        sd, container = unwrap_checkpoint(read_checkpoint(path), path)
+        fmt = detect_format(sd, container)
+        if fmt != "caffe2" and any(k.startswith(_DETECTOR_MARKERS) for k in sd):
+            _cache[key] = (sd, container, None)
         else:
-            fmt = detect_format(sd, container)
-            _cache[key] = BackboneWeights(sd, fmt, meta_for_format(fmt, container), container)
+            _cache[key] = (sd, container, BackboneWeights(sd, fmt, meta_for_format(fmt, container), container))
     return _cache[key]
+
+
+def read_backbone_weights(path: str) -> BackboneWeights | None:
+    """Backbone weights in `path`, or None if it is a full detector checkpoint."""
+    return _read_cached(path)[2]
 
 
 def _find_trunk(model: nn.Module) -> BackbonesTrunk | None:
@@ -83,9 +84,9 @@ class BackbonesCheckpointer(DetectionCheckpointer):
     """DetectionCheckpointer + safe reading + pretrained backbones in any supported format. Writes atomically."""
 
     def _load_file(self, filename: str) -> dict[str, Any]:
-        weights = read_backbone_weights(filename)
+        sd, container, weights = _read_cached(filename)
+        _cache.clear()  # the model load is the last reader: do not keep a second copy of the weights alive
         if weights is None:
-            sd, container = _read(filename)
             return {**container, "model": _tensors(sd)}
         return self._backbone_checkpoint(filename, weights)
 
