@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 from collections.abc import Callable
 
 from torch import nn
 
-__all__ = ["register_model", "create_model", "list_models"]
+__all__ = ["register_model", "create_model", "list_models", "parse_model_option"]
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}
 
@@ -42,3 +43,14 @@ def list_models(pattern: str = "*") -> list[str]:
         return stem, int(digits or 0), n
 
     return sorted(fnmatch.filter(_MODELS, pattern), key=key)
+
+
+def parse_model_option(text: str) -> tuple[str, object]:
+    """"KEY=VALUE" from a command line -> (key, Python value): stride_in_1x1=False, shortcut=A, norm=GN."""
+    if "=" not in text:
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value  # a bare string

@@ -10,22 +10,19 @@ file is executed (weights-only / restricted unpickling).
 """
 
 import argparse
-import ast
 import sys
 
 from backbones import CheckpointReadError, IncompatibleWeightsError
 from backbones.convert import convert_checkpoint
+from backbones.registry import parse_model_option
 from backbones.weight_formats import FormatError
 
 
 def parse_option(text: str) -> tuple[str, object]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"--option expects KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
     try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value  # plain strings such as shortcut=A
+        return parse_model_option(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def main(argv=None) -> int:

@@ -4,11 +4,12 @@ launcher (classification.engine.launch) and submission code (classification.engi
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import logging
 
 import torch
+
+from backbones.registry import parse_model_option
 
 from .launch import launch as launch_processes
 from .slurm import add_cluster_arguments, submit
@@ -18,13 +19,10 @@ __all__ = ["build_parser", "config_from_args", "main", "launch", "run"]
 
 
 def _option(text: str):
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    k, v = text.split("=", 1)
     try:
-        return k, ast.literal_eval(v)
-    except (ValueError, SyntaxError):
-        return k, v
+        return parse_model_option(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
