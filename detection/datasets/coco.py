@@ -1,0 +1,66 @@
+"""COCO-format datasets: Detectron2's loader, with errors that name the file instead of a bare traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from detectron2.data import DatasetCatalog, MetadataCatalog
+from detectron2.data.datasets.coco import load_coco_json
+
+from .validation import sanitize_boxes
+
+__all__ = ["DatasetFormatError", "load_coco_checked", "register_coco"]
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file that cannot be used; the message names the file (and line/key where known)."""
+
+
+def _diagnose(json_file: str, err: KeyError) -> str:
+    """Explain a KeyError of Detectron2's loader from the file itself (read again only on this error path)."""
+    try:
+        with open(json_file) as f:
+            data = json.load(f)
+        cats = {c["id"] for c in data.get("categories", [])}
+        images = {i["id"] for i in data.get("images", [])}
+        for ann in data.get("annotations", []):
+            if ann.get("category_id") not in cats:
+                return (f"annotation {ann.get('id')} (image {ann.get('image_id')}) has category_id "
+                        f"{ann.get('category_id')}, not among the categories {sorted(cats)}")
+            if ann.get("image_id") not in images:
+                return f"annotation {ann.get('id')} refers to image_id {ann.get('image_id')}, which is not listed"
+        for key in ("images", "annotations", "categories"):
+            if key not in data:
+                return f"no '{key}' list (not a COCO instances file?)"
+    except (OSError, json.JSONDecodeError, TypeError, AttributeError):
+        pass
+    return f"missing key {err}"
+
+
+def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None = None) -> list[dict]:
+    """Detectron2's load_coco_json, then box sanity (clip / drop, logged) and a check that images exist."""
+    if not os.path.isfile(json_file):
+        raise FileNotFoundError(f"COCO annotation file not found: {json_file}")
+    try:
+        dicts = load_coco_json(json_file, image_root, dataset_name)
+    except json.JSONDecodeError as err:
+        raise DatasetFormatError(f"{json_file}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") \
+            from None
+    except KeyError as err:
+        raise DatasetFormatError(f"{json_file}: {_diagnose(json_file, err)}") from None
+    missing = [d["file_name"] for d in dicts if not os.path.isfile(d["file_name"])]
+    if missing:
+        raise FileNotFoundError(f"{json_file}: {len(missing)} of {len(dicts)} images not found under {image_root}, "
+                                f"e.g. {missing[:3]}")
+    return sanitize_boxes(dicts, json_file)
+
+
+def register_coco(name: str, json_file: str, image_root: str, metadata: dict | None = None) -> None:
+    """Register any COCO instances json + image folder under `name` (replacing an earlier registration)."""
+    if name in DatasetCatalog.list():
+        DatasetCatalog.remove(name)
+        MetadataCatalog.remove(name)
+    DatasetCatalog.register(name, lambda: load_coco_checked(json_file, image_root, name))
+    MetadataCatalog.get(name).set(json_file=json_file, image_root=image_root, evaluator_type="coco",
+                                  **(metadata or {}))

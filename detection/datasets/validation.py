@@ -1,0 +1,36 @@
+"""Box sanity for dataset dicts: clip boxes to the image, drop empty ones, and say so (file and counts)."""
+
+from __future__ import annotations
+
+import logging
+
+from detectron2.structures import BoxMode
+
+__all__ = ["sanitize_boxes"]
+
+logger = logging.getLogger(__name__)
+
+
+def sanitize_boxes(dicts: list[dict], source: str, max_examples: int = 5) -> list[dict]:
+    """In place: boxes are converted to absolute XYXY, clipped to [0, width] x [0, height]; boxes with zero or
+    negative area (before or after clipping) are dropped. Logs how many of each, with example files."""
+    clipped, dropped, examples = 0, 0, []
+    for rec in dicts:
+        h, w = rec["height"], rec["width"]
+        kept = []
+        for ann in rec.get("annotations", []):
+            x0, y0, x1, y1 = BoxMode.convert(list(ann["bbox"]), ann["bbox_mode"], BoxMode.XYXY_ABS)
+            box = [min(max(x0, 0.0), w), min(max(y0, 0.0), h), min(max(x1, 0.0), w), min(max(y1, 0.0), h)]
+            if box[2] <= box[0] or box[3] <= box[1]:
+                dropped += 1
+                if len(examples) < max_examples:
+                    examples.append(f"{rec['file_name']}: box {[x0, y0, x1, y1]} in a {w}x{h} image")
+                continue
+            if box != [x0, y0, x1, y1]:
+                clipped += 1
+            kept.append({**ann, "bbox": box, "bbox_mode": BoxMode.XYXY_ABS})
+        rec["annotations"] = kept
+    if clipped or dropped:
+        logger.warning(f"{source}: {clipped} boxes clipped to their image, {dropped} empty or negative boxes dropped"
+                       + (f"; e.g. {'; '.join(examples)}" if examples else ""))
+    return dicts

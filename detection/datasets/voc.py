@@ -1,0 +1,140 @@
+"""PASCAL VOC annotations (Annotations/*.xml, ImageSets/Main/<split>.txt, JPEGImages/) that real files pass.
+
+Accepted as they occur in the wild: float coordinates, missing or empty <difficult>/<truncated>/<pose>, a missing
+<size> (then read from the image header), boxes beyond the image border (clipped). Refused with the file named:
+malformed XML, an object without <name> or <bndbox>, an unknown class, a missing split file or image.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+
+from detectron2.data import DatasetCatalog, MetadataCatalog
+from detectron2.structures import BoxMode
+from PIL import Image
+
+from .validation import sanitize_boxes
+
+__all__ = ["VOC_CLASSES", "VOCFormatError", "parse_voc_xml", "load_voc_instances", "register_voc",
+           "discover_voc_classes"]
+
+logger = logging.getLogger(__name__)
+
+VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+               "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train",
+               "tvmonitor")
+
+
+class VOCFormatError(ValueError):
+    """An annotation file that cannot be read as VOC; the message names the file."""
+
+
+def _text(node: ET.Element | None, tag: str) -> str | None:
+    child = node.find(tag) if node is not None else None
+    text = child.text.strip() if child is not None and child.text is not None else ""
+    return text or None
+
+
+def _flag(obj: ET.Element, tag: str, path: str) -> int:
+    value = _text(obj, tag)
+    if value is None:
+        return 0  # missing or empty <difficult/>: not difficult
+    try:
+        return int(float(value))
+    except ValueError:
+        raise VOCFormatError(f"{path}: <{tag}> must be 0 or 1, got {value!r}") from None
+
+
+def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
+    """One annotation file -> {"height", "width", "objects": [{"name", "bbox" (1-based xyxy), "difficult",
+    "truncated"}]}."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as err:
+        raise VOCFormatError(f"{path}: malformed XML ({err})") from None
+    except OSError as err:
+        raise VOCFormatError(f"{path}: cannot read annotation ({err.strerror})") from None
+    size = root.find("size")
+    try:
+        height, width = int(float(_text(size, "height") or 0)), int(float(_text(size, "width") or 0))
+    except ValueError:
+        raise VOCFormatError(f"{path}: <size> has non-numeric width/height") from None
+    if height <= 0 or width <= 0:  # <size> missing, empty or 0x0: take it from the image itself
+        if image_path is None or not os.path.isfile(image_path):
+            raise VOCFormatError(f"{path}: no usable <size> and image {image_path} not found")
+        with Image.open(image_path) as im:
+            width, height = im.size
+    objects = []
+    for i, obj in enumerate(root.findall("object")):
+        name = _text(obj, "name")
+        box = obj.find("bndbox")
+        if name is None or box is None:
+            raise VOCFormatError(f"{path}: <object> #{i} lacks <name> or <bndbox>")
+        try:
+            bbox = [float(_text(box, k)) for k in ("xmin", "ymin", "xmax", "ymax")]
+        except (TypeError, ValueError):
+            raise VOCFormatError(f"{path}: <object> #{i} ({name}) has a missing or non-numeric coordinate") from None
+        objects.append({"name": name, "bbox": bbox, "difficult": _flag(obj, "difficult", path),
+                        "truncated": _flag(obj, "truncated", path)})
+    return {"height": height, "width": width, "objects": objects}
+
+
+def _read_split(dirname: str, split: str) -> list[str]:
+    path = os.path.join(dirname, "ImageSets", "Main", split + ".txt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"VOC split file not found: {path}")
+    with open(path) as f:
+        return [line.split()[0] for line in f if line.strip()]
+
+
+def discover_voc_classes(dirname: str, split: str) -> list[str]:
+    """Sorted class names used in a split, for VOC-layout datasets that are not PASCAL VOC itself."""
+    names: set[str] = set()
+    for fileid in _read_split(dirname, split):
+        xml = os.path.join(dirname, "Annotations", fileid + ".xml")
+        try:
+            root = ET.parse(xml).getroot()
+        except (ET.ParseError, OSError) as err:
+            raise VOCFormatError(f"{xml}: cannot read annotation ({err})") from None
+        names.update(n for n in (_text(o, "name") for o in root.findall("object")) if n)
+    return sorted(names)
+
+
+def load_voc_instances(dirname: str, split: str, class_names: Sequence[str]) -> list[dict]:
+    """Detectron2 dataset dicts for one VOC split. Boxes: 1-based inclusive pixels -> 0-based xyxy (as
+    Detectron2), clipped to the image; `difficult` kept on each annotation (ignored by training, used by VOC AP)."""
+    class_names = list(class_names)
+    dicts = []
+    for fileid in _read_split(dirname, split):
+        xml = os.path.join(dirname, "Annotations", fileid + ".xml")
+        jpeg = os.path.join(dirname, "JPEGImages", fileid + ".jpg")
+        rec = parse_voc_xml(xml, jpeg)
+        annotations = []
+        for obj in rec["objects"]:
+            if obj["name"] not in class_names:
+                raise VOCFormatError(f"{xml}: unknown class {obj['name']!r}; classes are {class_names}")
+            x0, y0, x1, y1 = obj["bbox"]
+            annotations.append({"category_id": class_names.index(obj["name"]), "bbox": [x0 - 1.0, y0 - 1.0, x1, y1],
+                                "bbox_mode": BoxMode.XYXY_ABS, "difficult": obj["difficult"]})
+        dicts.append({"file_name": jpeg, "image_id": fileid, "height": rec["height"], "width": rec["width"],
+                      "annotations": annotations})
+    return sanitize_boxes(dicts, f"VOC {dirname} [{split}]")
+
+
+def register_voc(name: str, dirname: str, split: str, year: int = 2007,
+                 class_names: Sequence[str] | None = None) -> None:
+    """Register a VOC-layout directory. class_names=None: PASCAL VOC's 20 for year 2007/2012 layouts named
+    VOC*, else the classes found in the split's annotations."""
+    if class_names is None:
+        is_pascal = os.path.basename(os.path.normpath(dirname)).startswith("VOC")
+        class_names = VOC_CLASSES if is_pascal else discover_voc_classes(dirname, split)
+    class_names = list(class_names)
+    if name in DatasetCatalog.list():
+        DatasetCatalog.remove(name)
+        MetadataCatalog.remove(name)
+    DatasetCatalog.register(name, lambda: load_voc_instances(dirname, split, class_names))
+    MetadataCatalog.get(name).set(thing_classes=class_names, dirname=dirname, year=year, split=split,
+                                  evaluator_type="pascal_voc")
