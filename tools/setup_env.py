@@ -34,7 +34,10 @@ D2_SHA256 = "5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 D2_SDIST = "pb1-detectron2-0.6.tar.gz"
 # (distribution, version or None): what a complete environment must contain.
 REQUIRED_DISTS = (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("pb1-detectron2", "0.6"),
-                  ("resnet-detection-benchmark", None), ("faster-coco-eval", None), ("pytest", None))
+                  ("resnet-detection-benchmark", None), ("faster-coco-eval", None), ("pytest", None),
+                  ("deepforest", "2.1.0"))
+# Test data only: real-world VOC XML (tree crowns) shipped in the deepforest wheel (MIT); its deps are not needed.
+TEST_DATA_WHEELS = ("deepforest==2.1.0",)
 
 ROOT = Path(__file__).resolve().parent.parent
 STAMP_NAME = ".setup-stamp.json"
@@ -222,6 +225,7 @@ def setup(venv: Path, recreate: bool, quiet: bool, check_only: bool = False) -> 
     d2_src = fetch_and_patch_detectron2(venv, pip, quiet)
     run(pip_install + ["--no-build-isolation", str(d2_src), "-e", f"{ROOT}[dev]"],
         "installing Detectron2 0.6 (patched, no compiled ops) and this project (editable, dev extras)", quiet)
+    run(pip_install + ["--no-deps", *TEST_DATA_WHEELS], "installing test data wheels (no dependencies)", quiet)
     missing = missing_dists(venv)
     if missing:
         raise SetupError(f"after installing, still missing or wrong: {', '.join(missing)}")
