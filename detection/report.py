@@ -245,8 +245,10 @@ def _html_table(head, rows) -> str:
 
 
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
-                 names: list[str] | None = None, title: str = "Detection transfer benchmark") -> dict[str, Path]:
-    """Write the report; `baseline` is a run name (default: the first VGG-16 run, else the first run)."""
+                 names: list[str] | None = None, title: str = "Detection transfer benchmark",
+                 notes: list[str] | None = None) -> dict[str, Path]:
+    """Write the report; `baseline` is a run name (default: the first VGG-16 run, else the first run); `notes` are
+    lines printed under the title (conditions, the chance level of the dataset, ...)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
@@ -281,13 +283,15 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         for f, cap in plots))
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
-    paths["markdown"].write_text(f"# {title}\n\n" + "\n".join(sections_md))
+    notes = notes or []
+    paths["markdown"].write_text(f"# {title}\n\n" + "".join(f"{n}\n\n" for n in notes) + "\n".join(sections_md))
     paths["html"].write_text(
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
         "table{border-collapse:collapse}td,th{border:1px solid #999;padding:3px 8px;text-align:right}"
         "img{max-width:100%}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>{''.join(sections_html)}</body></html>\n")
+        f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
+        f"{''.join(sections_html)}</body></html>\n")
     paths["json"].write_text(json.dumps({"tables": table_json, "runs": [
         {k: v for k, v in asdict(r).items() if k not in ("train_log", "pr")} for r in runs],
         "plots": [f for f, _ in plots]}, indent=2, default=str))

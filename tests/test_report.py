@@ -66,8 +66,9 @@ def test_report_has_exactly_the_numbers_and_deltas(tmp_path):
 def test_html_is_well_formed_and_its_images_exist(tmp_path):
     runs = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, per_cat={"a": 1.0}),
             make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, per_cat={"a": 2.0})]
-    paths = write_report(runs, tmp_path / "report")
+    paths = write_report(runs, tmp_path / "report", notes=["Chance level: AP50 0.26 & <co>"])
     root = ET.fromstring(paths["html"].read_text().split("\n", 1)[1])  # strict XML parser: well-formed
+    assert "Chance level: AP50 0.26 & <co>" in "".join(root.itertext())
     ns = {"h": "http://www.w3.org/1999/xhtml"}
     images = [img.get("src") for img in root.iter("{http://www.w3.org/1999/xhtml}img")]
     assert set(images) == {"pr_iou50.png", "pr_iou75.png", "per_category_ap.png", "training_curves.png",

@@ -7,5 +7,6 @@ from .voc import VOC_CLASSES, VOCFormatError, load_voc_instances, parse_voc_xml,
 
 register_embedded()  # embedded_train / embedded_val (COCO) and embedded_voc_* (VOC), generated on first use
 
-__all__ = ["register_embedded", "ensure_embedded_dataset", "EmbeddedSpec", "register_coco", "register_voc", "load_coco_checked", "load_voc_instances", "parse_voc_xml",
-           "VOC_CLASSES", "VOCFormatError", "DatasetFormatError"]
+__all__ = ["register_embedded", "ensure_embedded_dataset", "EmbeddedSpec", "register_coco", "register_voc",
+           "load_coco_checked", "load_voc_instances", "parse_voc_xml", "VOC_CLASSES", "VOCFormatError",
+           "DatasetFormatError"]

@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     from detection.report import write_report
 
     chance = chance_ap()
-    paths = write_report(run_dirs, out / "report", title="VGG-16 vs ResNet-101, embedded default (smoke scale)")
+    notes = [f"Embedded default dataset ({manifest['source']} objects, {len(manifest['classes'])} classes), "
+             "both detectors from scratch at smoke scale (configs/Embedded-Detection/smoke.yaml).",
+             f"Chance level on this val split (100 random boxes per image): AP50 {chance['AP50']:.2f}, "
+             f"AP {chance['AP']:.2f}."]
+    paths = write_report(run_dirs, out / "report", title="VGG-16 vs ResNet-101, embedded default (smoke scale)",
+                         notes=notes)
     print(paths["markdown"].read_text())
     print(f"[benchmark] chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
     for run_dir in run_dirs:
