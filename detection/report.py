@@ -170,7 +170,14 @@ def _plots(runs: list[RunResult], out: Path) -> list[tuple[str, str]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
+    made: list[tuple[str, str]] = []
+
+    def save(fig, name: str, caption: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=100)
+        plt.close(fig)
+        made.append((name, caption))
+
     finished = [r for r in runs if r.status == "finished"]
     for key, title in (("iou50", "IoU 0.5"), ("iou75", "IoU 0.75")):
         curves = [(r, r.pr[key]) for r in finished if key in r.pr]
@@ -183,10 +190,7 @@ def _plots(runs: list[RunResult], out: Path) -> list[tuple[str, str]]:
         ax.set(xlabel="recall", ylabel="precision (mean over categories)", title=f"Precision-recall, {title}",
                xlim=(0, 1), ylim=(0, 1.02))
         ax.legend(fontsize=8)
-        made.append((f"pr_{key}.png", f"Precision-recall at {title}"))
-        fig.tight_layout()
-        fig.savefig(out / made[-1][0], dpi=100)
-        plt.close(fig)
+        save(fig, f"pr_{key}.png", f"Precision-recall at {title}")
     cats = sorted({c for r in finished for c in r.per_category})
     if cats:
         fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(cats) * max(1, len(finished))), 4))
@@ -197,10 +201,7 @@ def _plots(runs: list[RunResult], out: Path) -> list[tuple[str, str]]:
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(cats))], cats, rotation=45, ha="right", fontsize=8)
         ax.set(ylabel="AP", title="Per-category AP")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        made.append(("per_category_ap.png", "Per-category AP (a gap: the category is missing in that run)"))
-        fig.savefig(out / made[-1][0], dpi=100)
-        plt.close(fig)
+        save(fig, "per_category_ap.png", "Per-category AP (a gap: the category is missing in that run)")
     logged = [r for r in runs if r.train_log]
     if logged:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -212,10 +213,7 @@ def _plots(runs: list[RunResult], out: Path) -> list[tuple[str, str]]:
         a1.set(xlabel="iteration", ylabel="total loss", title="Training loss")
         a2.set(xlabel="iteration", ylabel="learning rate", title="Learning rate")
         a1.legend(fontsize=8)
-        fig.tight_layout()
-        made.append(("training_curves.png", "Training loss and learning rate"))
-        fig.savefig(out / made[-1][0], dpi=100)
-        plt.close(fig)
+        save(fig, "training_curves.png", "Training loss and learning rate")
     flops = [r for r in finished if r.gmacs]
     if flops:
         fig, ax = plt.subplots(figsize=(5, 4))
@@ -225,10 +223,7 @@ def _plots(runs: list[RunResult], out: Path) -> list[tuple[str, str]]:
             ax.annotate(r.name, (r.gmacs, r.metrics.get(main, 0.0)), fontsize=8)
         ax.set(xlabel="backbone GMACs at 224x224 (paper Table 1 counting)", ylabel="AP (COCO) / mAP50 (VOC)",
                title="Accuracy vs backbone complexity")
-        fig.tight_layout()
-        made.append(("ap_vs_flops.png", "AP vs backbone mult-adds"))
-        fig.savefig(out / made[-1][0], dpi=100)
-        plt.close(fig)
+        save(fig, "ap_vs_flops.png", "AP vs backbone mult-adds")
     return made
 
 

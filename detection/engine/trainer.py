@@ -116,7 +116,6 @@ class Trainer(DefaultTrainer):
         self.start_iter = 0
         self.max_iter = cfg.SOLVER.MAX_ITER
         self.cfg = cfg
-        self._started = time.time()
         self.register_hooks(self.build_hooks())
 
     def resume_or_load(self, resume: bool = True):
