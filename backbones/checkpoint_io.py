@@ -13,13 +13,14 @@ import os
 import pickle
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
 __all__ = ["UnsafeCheckpointError", "CheckpointReadError", "read_checkpoint", "restricted_pickle_load",
-           "atomic_torch_save"]
+           "atomic_torch_save", "atomic_write_text", "atomic_write"]
 
 
 class CheckpointReadError(RuntimeError):
@@ -87,8 +88,10 @@ def _torch_load(path: Path) -> Any:
                 "(tensors, numbers, strings, containers) if you trust the author."
             ) from None
         raise CheckpointReadError(f"{path}: corrupt checkpoint ({msg.splitlines()[0] if msg else err})") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
-        raise CheckpointReadError(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, IndexError, KeyError, ValueError, TypeError,
+            AttributeError, UnicodeDecodeError) as err:  # e.g. a text file named .pth: "pop from empty list"
+        raise CheckpointReadError(f"{path}: cannot read checkpoint, not a torch file or corrupt "
+                                  f"({type(err).__name__}: {err})") from None
 
 
 def read_checkpoint(path: str | os.PathLike) -> Any:
@@ -113,18 +116,29 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
         return restricted_pickle_load(io.BufferedReader(f), str(path))
 
 
-def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file in the same directory, fsync, then rename: a crash leaves either the old
-    file or the complete new one, never a truncated checkpoint."""
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """Call `write(f)` on a temporary file in the same directory, fsync, then rename over `path`: a crash leaves
+    either the old file or the complete new one, never a truncated one. The project's one way to write a file
+    that someone may be reading (checkpoints, last_checkpoint, metrics, configs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """torch.save, atomically (see atomic_write)."""
+    atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write a text file (UTF-8) atomically (see atomic_write)."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -31,11 +31,13 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     """(model name, options) that weights fit, e.g. ("resnet101", {"stride_in_1x1": True})."""
     a = meta.arch
     if a.get("family") and a.get("depth"):  # our checkpoints say what they are
+        width = {"width": a["width"]} if a.get("width", 1.0) != 1.0 else {}
         if a["family"] == "vgg":
-            return f"vgg{a['depth']}" + ("_bn" if a.get("norm") else ""), {}
+            return f"vgg{a['depth']}" + ("_bn" if a.get("norm") else ""), width
         kind = {"resnet": ("resnet", "plain"), "cifar_resnet": ("cifar_resnet", "cifar_plain")}[a["family"]]
         name = f"{kind[0] if a.get('residual', True) else kind[1]}{a['depth']}"
-        return name, {k: a[k] for k in ("stride_in_1x1", "preact", "shortcut") if a.get(k) not in (None, "none")}
+        opts = {k: a[k] for k in ("stride_in_1x1", "preact", "shortcut") if a.get(k) not in (None, "none")}
+        return name, {**opts, **width}
     if fmt == "torchvision_vgg":
         return _vgg_from_torchvision(sd)
     converted, _, _ = convert_state_dict(sd, fmt, [])
@@ -53,6 +55,9 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     for depth, layout in IMAGENET_DEPTHS.items():
         if layout == per_stage and (depth >= 50) == bottleneck:
             opts = {"stride_in_1x1": meta.stride_in_1x1} if bottleneck and meta.stride_in_1x1 is not None else {}
+            stem = converted.get("stem.conv1.weight")
+            if stem is not None and stem.shape[0] != 64:  # a reduced-width net: the stem has 64 * width channels
+                opts["width"] = stem.shape[0] / 64
             return f"{'resnet' if residual else 'plain'}{depth}", opts
     raise FormatError(f"blocks per stage {per_stage} (bottleneck={bottleneck}) match no ImageNet ResNet depth")
 

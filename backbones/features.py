@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-__all__ = ["FeatureInfo", "FeatureNet"]
+__all__ = ["FeatureInfo", "FeatureNet", "run_stages"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,20 @@ class FeatureInfo:
     name: str
     channels: int
     stride: int
+
+
+def run_stages(stages: Iterable[tuple[str, nn.Module]], x: torch.Tensor, wanted: Iterable[str]
+               ) -> Iterator[tuple[str, torch.Tensor]]:
+    """Feed `x` through (name, module) stages in order, yielding (name, output) for the `wanted` ones and stopping
+    after the last of them. The one stage loop of every backbone, the Detectron2 trunk and the benchmarks."""
+    wanted = set(wanted)
+    for name, module in stages:
+        if not wanted:
+            return
+        x = module(x)
+        if name in wanted:
+            wanted.discard(name)
+            yield name, x
 
 
 class FeatureNet(nn.Module):
@@ -52,18 +66,10 @@ class FeatureNet(nn.Module):
 
         Computation stops after the last requested stage.
         """
-        if not self.training and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)  # see train(): the faster inference layout
         wanted = list(self.stage_names if out_features is None else out_features)
         for name in wanted:
             self.feature(name)  # raises a clear KeyError for an unknown name
-        last = max(self.stage_names.index(n) for n in wanted)
-        outputs: OrderedDict[str, torch.Tensor] = OrderedDict()
-        for name in self.stage_names[: last + 1]:
-            x = getattr(self, name)(x)
-            if name in wanted:
-                outputs[name] = x
-        return outputs
+        return OrderedDict(run_stages(((n, getattr(self, n)) for n in self.stage_names), x, wanted))
 
     def forward_head(self, features: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -71,17 +77,6 @@ class FeatureNet(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         last = self.stage_names[-1]
         return self.forward_head(self.forward_features(x, [last])[last])
-
-    def train(self, mode: bool = True) -> FeatureNet:
-        """Also switches conv weights to channels_last for inference (7-17% faster on CPU with oneDNN, same
-        results; tools/benchmark.py) and back to the default layout for training."""
-        super().train(mode)
-        fmt = torch.contiguous_format if mode else torch.channels_last
-        with torch.no_grad():
-            for m in self.modules():
-                if isinstance(m, nn.Conv2d):
-                    m.weight.data = m.weight.data.contiguous(memory_format=fmt)
-        return self
 
     def freeze(self, freeze_at: int) -> FeatureNet:
         """Freeze the first `freeze_at` stages (Detectron2's FREEZE_AT: 1 = stem, 2 = stem + res2, ...)."""

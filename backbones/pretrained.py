@@ -36,7 +36,9 @@ __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_st
            "read_weights", "meta_for_format", "WeightsMeta"]
 
 CLASSIFIER_PREFIX = "fc."
-_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "stride_in_1x1")
+_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "stride_in_1x1", "width")
+# Architecture keys added after checkpoints were first written: an older file without the key has this value.
+_ARCH_DEFAULTS = {"width": 1.0}
 
 
 @dataclass
@@ -69,10 +71,10 @@ class LoadReport:
                                                    ("std", m.pixel_std), ("stride_in_1x1", m.stride_in_1x1))
                          if v is not None) or "conventions unknown"
         lines = [f"{self.path}: format {self.source_format} ({conv}); {len(self.loaded)} tensors fit the model"]
+        lines += keys("convention mismatch", self.option_mismatches)  # first: it often explains the rest
         lines += keys("missing in checkpoint", self.missing)
         lines += keys("unexpected in checkpoint", self.unexpected)
         lines += keys("shape mismatch", self.shape_mismatch)
-        lines += keys("convention mismatch", self.option_mismatches)
         if self.skipped:
             lines.append(f"  skipped {len(self.skipped)} keys a backbone does not have (detector heads, "
                          "BN counters, optimizer slots, dropped classifier)")
@@ -121,11 +123,12 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
         out.append(f"stride_in_1x1: weights trained with {meta.stride_in_1x1} "
                    f"({'MSRA/Caffe' if meta.stride_in_1x1 else 'torchvision v1.5'} placement), model built with "
                    f"{arch['stride_in_1x1']}; same shapes, different network")
+    theirs = {**_ARCH_DEFAULTS, **meta.arch} if meta.arch else {}
     for key in _ARCH_KEYS_THAT_MUST_MATCH:
         if key == "stride_in_1x1":
             continue
-        if key in meta.arch and key in arch and meta.arch[key] != arch[key]:
-            out.append(f"{key}: weights are for {meta.arch[key]!r}, model is {arch[key]!r}")
+        if key in theirs and key in arch and theirs[key] != arch[key]:
+            out.append(f"{key}: weights are for {theirs[key]!r}, model is {arch[key]!r}")
     return out
 
 
@@ -176,7 +179,10 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
     report.loaded = [k for k in converted if k in model_sd and k not in bad_shapes]
     if strict and not report.ok:
         hint = ""
-        if any(k.startswith(CLASSIFIER_PREFIX) for k, _, _ in report.shape_mismatch):
+        if any(m.startswith("width:") for m in report.option_mismatches):
+            hint = (f"build the model with width={meta.arch.get('width', 1.0)} (Detectron2 plugin: "
+                    f"MODEL.BACKBONES.WIDTH {meta.arch.get('width', 1.0)})")
+        elif any(k.startswith(CLASSIFIER_PREFIX) for k, _, _ in report.shape_mismatch):
             hint = "the classifier has a different number of classes: pass drop_classifier=True"
         elif report.option_mismatches and meta.stride_in_1x1 is not None:
             hint = f"build the model with stride_in_1x1={meta.stride_in_1x1}"

@@ -31,6 +31,8 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
         close = fnmatch.filter(_MODELS, f"*{name.rstrip('0123456789')}*")
         raise ValueError(f"unknown model {name!r}; similar: {sorted(close) or 'none'}; "
                          "see backbones.list_models()") from None
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        raise ValueError(f"num_classes must be an integer >= 0 (0: no classifier), got {num_classes!r}")
     return fn(num_classes=num_classes, **options)
 
 

@@ -23,8 +23,9 @@ from .features import FeatureNet
 from .norm import freeze_, get_norm
 from .registry import register_model
 from .stages import make_stage
+from .width import check_width, scale_channels
 
-__all__ = ["ResNet", "resnet", "cifar_resnet", "IMAGENET_DEPTHS", "CIFAR_DEPTHS"]
+__all__ = ["ResNet", "resnet", "cifar_resnet", "final_activation", "IMAGENET_DEPTHS", "CIFAR_DEPTHS"]
 
 # depth -> blocks per stage (res2..res5), Table 1.
 IMAGENET_DEPTHS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -82,14 +83,26 @@ class ResNet(FeatureNet):
         self.fc = nn.Linear(self.num_features, num_classes) if num_classes > 0 else None
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
-        if self.final_norm is not None:
-            x = F.relu(self.final_norm(x))
-        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+        x = torch.flatten(F.adaptive_avg_pool2d(final_activation(x, self.final_norm), 1), 1)
         return self.fc(x) if self.fc is not None else x
 
     def blocks(self):
         for name in self.stage_names[1:]:
             yield from getattr(self, name)
+
+    def freeze(self, freeze_at: int) -> ResNet:
+        """As FeatureNet.freeze; freezing every stage freezes the pre-activation final norm too (it belongs to the
+        last stage's output)."""
+        super().freeze(freeze_at)
+        if freeze_at == len(self.stage_names) and self.final_norm is not None:
+            self.final_norm = freeze_(self.final_norm)
+        return self
+
+
+def final_activation(x: torch.Tensor, final_norm: nn.Module | None) -> torch.Tensor:
+    """The output of the last stage as the rest of the network sees it: BN-ReLU for pre-activation nets (nothing
+    else normalizes the last addition), unchanged otherwise. Used by the classifier and by detection heads."""
+    return F.relu(final_norm(x)) if final_norm is not None else x
 
 
 def _init_weights(model: ResNet, zero_init_residual: bool) -> None:
@@ -116,6 +129,13 @@ def _init_weights(model: ResNet, zero_init_residual: bool) -> None:
                 norm.weight.zero_()
 
 
+def _check_flags(**flags) -> None:
+    """Boolean options must be bools: the string "False" is truthy and would silently mean True."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
 def _check_shortcut(residual: bool, shortcut: str | None, default: str) -> str:
     if not residual:
         if shortcut not in (None, "none"):
@@ -129,7 +149,7 @@ def _check_shortcut(residual: bool, shortcut: str | None, default: str) -> str:
 
 def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortcut: str | None = None,
            stride_in_1x1: bool = True, preact: bool = False, norm: str = "BN", freeze_at: int = 0,
-           zero_init_residual: bool = False, in_channels: int = 3, width: int = 64) -> ResNet:
+           zero_init_residual: bool = False, in_channels: int = 3, width: float = 1.0) -> ResNet:
     """ImageNet ResNet / plain net of depth 18, 34, 50, 101 or 152 (paper Table 1).
 
     Args:
@@ -141,10 +161,14 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
         norm: "BN", "FrozenBN", "GN" or "SyncBN".
         freeze_at: freeze the stem (1) and res2.. (2..5): no gradients, FrozenBN.
         zero_init_residual: zero the last BN of each residual branch (Goyal et al.); off, as in the paper.
-        width: channels of the stem and of res2's 3x3 convs (64 in the paper).
+        width: multiplier of every channel count, stem included (1.0 = the paper's 64..2048; 0.25 = 16..512);
+            depth, block types, strides and names stay the same (see backbones.width).
     """
     if depth not in IMAGENET_DEPTHS:
         raise ValueError(f"ImageNet ResNet depth must be one of {sorted(IMAGENET_DEPTHS)}, got {depth}")
+    width = check_width(width)
+    _check_flags(residual=residual, stride_in_1x1=stride_in_1x1, preact=preact,
+                 zero_init_residual=zero_init_residual)
     shortcut = _check_shortcut(residual, shortcut, "B")
     bottleneck = depth >= 50
     if preact:
@@ -152,43 +176,48 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
     else:
         block = BottleneckBlock if bottleneck else BasicBlock
     expansion = 4 if bottleneck else 1
-    stem = ImageNetStem(in_channels, width, norm=norm)
-    stages, in_ch = {}, width
+    stem_ch = scale_channels(64, width)
+    stem = ImageNetStem(in_channels, stem_ch, norm=norm)
+    stages, in_ch = {}, stem_ch
     for i, n in enumerate(IMAGENET_DEPTHS[depth]):
-        out_ch = width * 2**i * expansion
+        out_ch = scale_channels(64 * 2**i * expansion, width)
         kwargs = dict(norm=norm, shortcut=shortcut, stride_per_block=[1 if i == 0 else 2] + [1] * (n - 1))
         if bottleneck:
-            kwargs.update(bottleneck_channels=width * 2**i, stride_in_1x1=stride_in_1x1)
+            kwargs.update(bottleneck_channels=scale_channels(64 * 2**i, width), stride_in_1x1=stride_in_1x1)
         stages[f"res{i + 2}"] = make_stage(block, n, in_channels=in_ch, out_channels=out_ch, **kwargs)
         in_ch = out_ch
     model = ResNet(stem, stages, num_classes=num_classes, final_norm=get_norm(norm, in_ch) if preact else None)
     _init_weights(model, zero_init_residual)
     model.arch = dict(family="resnet", depth=depth, residual=residual, shortcut=shortcut,
-                      stride_in_1x1=stride_in_1x1 if bottleneck else None, preact=preact, norm=norm)
+                      stride_in_1x1=stride_in_1x1 if bottleneck else None, preact=preact, norm=norm, width=width)
     return model.freeze(freeze_at)
 
 
 def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, shortcut: str | None = None,
                  preact: bool = False, norm: str = "BN", freeze_at: int = 0, zero_init_residual: bool = False,
-                 in_channels: int = 3, width: int = 16) -> ResNet:
+                 in_channels: int = 3, width: float = 1.0) -> ResNet:
     """CIFAR ResNet / plain net of depth 6n+2 (paper Sec. 4.2): 3x3 conv (16), stages of 2n layers on maps
-    32/16/8 with 16/32/64 filters (`res2`, `res3`, `res4`), global pool, fc. Option A shortcuts by default."""
+    32/16/8 with 16/32/64 filters (`res2`, `res3`, `res4`), global pool, fc. Option A shortcuts by default.
+    `width` multiplies every channel count (see backbones.width)."""
     if depth < 8 or (depth - 2) % 6:
         raise ValueError(f"CIFAR ResNet depth must be 6n+2 (20, 32, 44, 56, 110, 1202, ...), got {depth}")
+    width = check_width(width)
+    _check_flags(residual=residual, preact=preact, zero_init_residual=zero_init_residual)
     n = (depth - 2) // 6
     shortcut = _check_shortcut(residual, shortcut, "A")
     block = PreActBasicBlock if preact else BasicBlock
-    stem = CifarStem(in_channels, width, norm=norm, activate=not preact)
-    stages, in_ch = {}, width
+    stem_ch = scale_channels(16, width)
+    stem = CifarStem(in_channels, stem_ch, norm=norm, activate=not preact)
+    stages, in_ch = {}, stem_ch
     for i in range(3):
-        out_ch = width * 2**i
+        out_ch = scale_channels(16 * 2**i, width)
         stages[f"res{i + 2}"] = make_stage(block, n, in_channels=in_ch, out_channels=out_ch, norm=norm,
                                            shortcut=shortcut, stride_per_block=[1 if i == 0 else 2] + [1] * (n - 1))
         in_ch = out_ch
     model = ResNet(stem, stages, num_classes=num_classes, final_norm=get_norm(norm, in_ch) if preact else None)
     _init_weights(model, zero_init_residual)
     model.arch = dict(family="cifar_resnet", depth=depth, residual=residual, shortcut=shortcut, preact=preact,
-                      norm=norm)
+                      norm=norm, width=width)
     return model.freeze(freeze_at)
 
 

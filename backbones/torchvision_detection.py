@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import os
 
+import torch
 from torch import nn
+from torch.nn import functional as F
 
 from .features import FeatureNet
 from .pretrained import load_pretrained
 from .registry import create_model
+from .resnet import final_activation
+from .vgg import fc67
 
 __all__ = ["c4_backbone", "fpn_backbone", "faster_rcnn"]
 
@@ -31,16 +35,34 @@ def c4_backbone(model: FeatureNet) -> tuple[nn.Module, nn.Module, int, int]:
     if "res5" in model.stage_names:
         trunk = IntermediateLayerGetter(model, {"res4": "0"})
         trunk.out_channels = model.feature("res4").channels
-        layers = [model.res5] + ([model.final_norm, nn.ReLU()] if getattr(model, "final_norm", None) else [])
-        head = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        return trunk, head, model.feature("res5").channels, 14
+        return trunk, _Res5Head(model.res5, getattr(model, "final_norm", None)), model.feature("res5").channels, 14
     if hasattr(model, "fc6"):  # VGG: conv5_3 features, 7x7 RoIs into the ImageNet fc6/fc7
         trunk = IntermediateLayerGetter(model, {"conv5": "0"})
         trunk.out_channels = model.feature("conv5").channels
-        head = nn.Sequential(nn.Flatten(), model.fc6, nn.ReLU(inplace=True), model.dropout, model.fc7,
-                             nn.ReLU(inplace=True), model.dropout)
-        return trunk, head, model.fc7.out_features, 7
+        return trunk, _FC67Head(model.fc6, model.fc7, model.dropout), model.fc7.out_features, 7
     raise ValueError(f"{type(model).__name__} has neither res5 nor fc6/fc7 for a C4-style head")
+
+
+class _Res5Head(nn.Module):
+    """The net's own res5 (+ the pre-activation final BN-ReLU) and global pooling, per RoI."""
+
+    def __init__(self, res5: nn.Module, final_norm: nn.Module | None):
+        super().__init__()
+        self.res5, self.final_norm = res5, final_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(F.adaptive_avg_pool2d(final_activation(self.res5(x), self.final_norm), 1), 1)
+
+
+class _FC67Head(nn.Module):
+    """VGG's ImageNet fc6/fc7 on 7x7 RoIs (py-faster-rcnn's head)."""
+
+    def __init__(self, fc6: nn.Linear, fc7: nn.Linear, dropout: nn.Module):
+        super().__init__()
+        self.fc6, self.fc7, self.dropout = fc6, fc7, dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fc67(x, self.fc6, self.fc7, self.dropout)
 
 
 def fpn_backbone(model: FeatureNet, in_features: tuple[str, ...] = ("res2", "res3", "res4", "res5"),

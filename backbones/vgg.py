@@ -18,52 +18,63 @@ from .blocks import Conv2dNorm
 from .features import FeatureNet
 from .registry import register_model
 from .stages import Stage
+from .width import check_width, scale_channels
 
-__all__ = ["VGG", "vgg", "VGG_DEPTHS"]
+__all__ = ["VGG", "vgg", "fc67", "VGG_DEPTHS", "VGG_FC_DIM"]
 
 VGG_DEPTHS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
 VGG_WIDTHS = (64, 128, 256, 512, 512)
+VGG_FC_DIM = 4096  # fc6 / fc7
 
 
 class VGG(FeatureNet):
     def __init__(self, convs_per_stage, *, num_classes: int = 1000, norm: str = "", dropout: float = 0.5,
-                 in_channels: int = 3):
+                 in_channels: int = 3, width: float = 1.0):
         super().__init__()
         stride = 1
-        for k, (n, width) in enumerate(zip(convs_per_stage, VGG_WIDTHS), start=1):
+        widths = [scale_channels(c, width) for c in VGG_WIDTHS]
+        for k, (n, width_k) in enumerate(zip(convs_per_stage, widths), start=1):
             layers, stage_in = OrderedDict(), in_channels
             if k > 1:
                 layers[f"pool{k - 1}"] = nn.MaxPool2d(2, 2)
                 stride *= 2
             for i in range(1, n + 1):
                 # Convs keep their bias even with BN, as torchvision's vgg*_bn (so its weights load as is).
-                layers[f"conv{k}_{i}"] = Conv2dNorm(in_channels, width, 3, padding=1, bias=True, norm=norm)
+                layers[f"conv{k}_{i}"] = Conv2dNorm(in_channels, width_k, 3, padding=1, bias=True, norm=norm)
                 layers[f"relu{k}_{i}"] = nn.ReLU(inplace=True)
-                in_channels = width
-            self.add_stage(f"conv{k}", Stage(layers, in_channels=stage_in, out_channels=width, stride=stride),
-                           width, stride)
-        self.num_features = 4096
+                in_channels = width_k
+            self.add_stage(f"conv{k}", Stage(layers, in_channels=stage_in, out_channels=width_k, stride=stride),
+                           width_k, stride)
+        fc_dim = scale_channels(VGG_FC_DIM, width)
+        self.num_features = fc_dim
         self.pool5 = nn.MaxPool2d(2, 2)
-        self.fc6 = nn.Linear(512 * 7 * 7, 4096)
-        self.fc7 = nn.Linear(4096, 4096)
+        self.fc6 = nn.Linear(widths[-1] * 7 * 7, fc_dim)
+        self.fc7 = nn.Linear(fc_dim, fc_dim)
         self.dropout = nn.Dropout(dropout)
-        self.fc = nn.Linear(4096, num_classes) if num_classes > 0 else None
+        self.fc = nn.Linear(fc_dim, num_classes) if num_classes > 0 else None
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
         # Adaptive pooling to 7x7 (identity at 224x224) lets any input size reach fc6, as torchvision does.
-        x = torch.flatten(F.adaptive_avg_pool2d(self.pool5(x), (7, 7)), 1)
-        x = self.dropout(F.relu_(self.fc6(x)))
-        x = self.dropout(F.relu_(self.fc7(x)))
+        x = fc67(F.adaptive_avg_pool2d(self.pool5(x), (7, 7)), self.fc6, self.fc7, self.dropout)
         return self.fc(x) if self.fc is not None else x
 
 
+def fc67(x: torch.Tensor, fc6: nn.Linear, fc7: nn.Linear, dropout: nn.Module) -> torch.Tensor:
+    """fc6 - ReLU - dropout - fc7 - ReLU - dropout on (N, C, 7, 7) maps: VGG's classifier body, and py-faster-rcnn's
+    RoI head on 7x7 RoIs of conv5_3 (the same layers, so ImageNet weights carry over)."""
+    x = dropout(F.relu_(fc6(torch.flatten(x, 1))))
+    return dropout(F.relu_(fc7(x)))
+
+
 def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float = 0.5, freeze_at: int = 0,
-        in_channels: int = 3) -> VGG:
+        in_channels: int = 3, width: float = 1.0) -> VGG:
     """VGG-`depth` (11, 13, 16, 19). norm="BN" gives the *_bn variant; freeze_at=2 freezes conv1..conv2
-    (py-faster-rcnn's VGG-16 setting)."""
+    (py-faster-rcnn's VGG-16 setting); `width` multiplies every conv's channels and fc6/fc7 (backbones.width)."""
     if depth not in VGG_DEPTHS:
         raise ValueError(f"VGG depth must be one of {sorted(VGG_DEPTHS)}, got {depth}")
-    model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=norm, dropout=dropout, in_channels=in_channels)
+    width = check_width(width)
+    model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=norm, dropout=dropout, in_channels=in_channels,
+                width=width)
     for m in model.modules():  # torchvision's VGG init
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -74,7 +85,7 @@ def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float =
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0, 0.01)
             nn.init.zeros_(m.bias)
-    model.arch = dict(family="vgg", depth=depth, norm=norm)
+    model.arch = dict(family="vgg", depth=depth, norm=norm, width=width)
     return model.freeze(freeze_at)
 
 

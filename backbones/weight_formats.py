@@ -105,8 +105,10 @@ def detect_format(sd: Mapping[str, Any], container: Mapping[str, Any]) -> str:
         return "torchvision_vgg"
     if "conv1.weight" in keys and "bn1.weight" in keys:
         return "torchvision_resnet"  # also timm's resnet*: the same names
-    if any(k.startswith(("backbone.", "roi_heads.")) for k in keys) or any(
-            re.match(r"(stem\.(conv1|fc)|linear)\.", k) for k in keys):
+    detector = any(k.startswith(("backbone.", "roi_heads.")) for k in keys)
+    if not detector and "fc.weight" in keys and any(re.match(r"(stem|res\d)\.", k) for k in keys):
+        return "backbones"  # a plain state_dict of ours: Detectron2's classifier is `linear` (or `stem.fc`)
+    if detector or any(re.match(r"(stem\.(conv1|fc)|linear)\.", k) for k in keys):
         if "conv1.conv1_1.weight" not in keys:
             return "detectron2"
     if any(re.match(r"(stem|res\d|conv\d)\.", k) for k in keys):

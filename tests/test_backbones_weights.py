@@ -44,10 +44,8 @@ def test_torchvision_weights_give_identical_logits(tmp_path, name, options):
     assert report.ok and report.source_format.startswith("torchvision")
     assert report.meta.input_format == "RGB" and report.meta.pixel_mean == TORCHVISION_MEAN
     x = torch.randn(2, 3, 224, 224)
-    # our eval mode runs channels_last (the faster inference layout): compare with torchvision in the same layout
-    tv = tv.to(memory_format=torch.channels_last)
     with torch.no_grad():
-        torch.testing.assert_close(ours(x), tv(x.contiguous(memory_format=torch.channels_last)), atol=1e-4, rtol=0)
+        torch.testing.assert_close(ours(x), tv(x), atol=1e-4, rtol=0)
 
 
 def test_timm_resnet_weights_give_identical_logits(tmp_path):
@@ -58,8 +56,7 @@ def test_timm_resnet_weights_give_identical_logits(tmp_path):
     torch.save({"state_dict": t.state_dict()}, path)  # timm training checkpoints wrap the weights
     ours = create_model("resnet50", stride_in_1x1=False).eval()
     assert load_pretrained(ours, path).ok
-    x = torch.randn(1, 3, 128, 128).contiguous(memory_format=torch.channels_last)
-    t = t.to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 128, 128)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), t(x), atol=1e-4, rtol=0)
 
@@ -70,8 +67,7 @@ def test_vgg_bn_and_resnet18_from_torchvision(tmp_path):
         torch.save(tv.state_dict(), tmp_path / "w.pth")
         ours = create_model(name).eval()
         assert load_pretrained(ours, tmp_path / "w.pth").ok
-        x = torch.randn(1, 3, 64, 64).contiguous(memory_format=torch.channels_last)
-        tv = tv.to(memory_format=torch.channels_last)
+        x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
             torch.testing.assert_close(ours(x), tv(x), atol=1e-4, rtol=0)
 
@@ -139,8 +135,7 @@ def test_detectron2_pkl_converted_from_torchvision(tmp_path):
     ours = create_model("resnet50", stride_in_1x1=False).eval()
     report = load_pretrained(ours, tmp_path / "R-50-tv.pkl")
     assert report.ok and report.meta.input_format == "RGB" and report.meta.stride_in_1x1 is False
-    x = torch.randn(1, 3, 64, 64).contiguous(memory_format=torch.channels_last)
-    tv = tv.to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         torch.testing.assert_close(ours(x), tv(x), atol=1e-4, rtol=0)
 

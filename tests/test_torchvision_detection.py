@@ -41,7 +41,7 @@ def test_c4_uses_the_nets_res5_as_box_head_and_loads_weights(tmp_path):
     tv = torchvision.models.resnet18(weights=None)
     torch.save(tv.state_dict(), tmp_path / "r18.pth")
     model = faster_rcnn("resnet18", num_classes=3, weights=tmp_path / "r18.pth")
-    assert torch.equal(model.roi_heads.box_head[0][1].conv2.weight, tv.layer4[1].conv2.weight)
+    assert torch.equal(model.roi_heads.box_head.res5[1].conv2.weight, tv.layer4[1].conv2.weight)
     assert torch.equal(model.backbone["stem"].conv1.weight, tv.conv1.weight)
     assert model.transform.image_mean == pytest.approx([0.485, 0.456, 0.406])
 
