@@ -48,20 +48,29 @@ def multiscale_logits(model: nn.Module, image: torch.Tensor, scales: Sequence[in
 
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: Dataset, *, batch_size: int = 64, ten_crop: bool = False, crop: int = 224,
-             workers: int = 0) -> dict[str, float]:
-    """Top-1 / top-5 accuracy (%) over `dataset` (sharded across processes under torch.distributed)."""
+             multi_scale: bool = False, workers: int = 0) -> dict[str, float]:
+    """Top-1 / top-5 accuracy (%) over `dataset` (sharded across processes under torch.distributed).
+
+    ten_crop: the dataset gives resized images, scored by their 10 crops; multi_scale: the dataset gives whole
+    images (any size, one per batch), scored fully convolutionally at the paper's scales."""
+    if ten_crop and multi_scale:
+        raise ValueError("choose ten_crop or multi_scale, not both")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     sampler = DistributedSampler(dataset, shuffle=False) if dist.is_initialized() else None
-    loader = DataLoader(dataset, batch_size=batch_size if not ten_crop else max(1, batch_size // 10),
-                        sampler=sampler, num_workers=workers, collate_fn=collate_skipping)
+    per_batch = 1 if multi_scale else max(1, batch_size // 10) if ten_crop else batch_size
+    loader = DataLoader(dataset, batch_size=per_batch, sampler=sampler, num_workers=workers,
+                        collate_fn=collate_skipping)
     counts = torch.zeros(3, dtype=torch.long)
     for images, labels, _ in loader:
         if len(labels) == 0:
             continue
         images, labels = images.to(device), labels.to(device)
-        logits = ten_crop_logits(model, images, crop) if ten_crop else model(images)
+        if multi_scale:
+            logits = torch.stack([multiscale_logits(model, img) for img in images])
+        else:
+            logits = ten_crop_logits(model, images, crop) if ten_crop else model(images)
         c1, c5 = topk_correct(logits, labels)
         counts += torch.tensor([c1, c5, len(labels)])
     if dist.is_initialized():

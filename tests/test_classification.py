@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 import backbones
-from classification.data.datasets import Cifar10, CorruptImageError, EmbeddedObjects, ImageFolderDataset
+from classification.data.datasets import Cifar10, EmbeddedObjects, ImageFolderDataset
+from classification.data.images import ImageReadError
 from classification.data.transforms import (
     Lighting,
     RandomShorterSide,
@@ -67,7 +68,7 @@ def test_imagefolder_corrupt_image_policy(tmp_path):
     (tmp_path / "train" / "cat" / "broken.JPEG").write_bytes(good[: len(good) // 2])
     strict = ImageFolderDataset(tmp_path, "train")
     assert strict.classes == ["cat", "dog"] and len(strict) == 5
-    with pytest.raises(CorruptImageError, match="broken.JPEG"):
+    with pytest.raises(ImageReadError, match="broken.JPEG"):
         [strict[i] for i in range(len(strict))]
     lenient = ImageFolderDataset(tmp_path, "train", on_error="skip")
     items = [lenient[i] for i in range(len(lenient))]

@@ -1,7 +1,7 @@
 """Classification datasets: ImageNet-layout folders, CIFAR-10 (python pickle batches), Fashion-MNIST (IDX), and
 the embedded default (the detection default's objects, one per image).
 
-Unreadable images: `on_error="raise"` (default) raises CorruptImageError naming the file; `on_error="skip"` drops
+Unreadable images: `on_error="raise"` (default) raises ImageReadError naming the file; `on_error="skip"` drops
 the sample, and `collate_skipping` reports every skipped path to the training loop, which counts and logs them.
 """
 
@@ -14,15 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch.utils.data import Dataset, default_collate
 
 from backbones.checkpoint_io import restricted_pickle_load
 
 from .idx import read_idx
+from .images import ImageReadError, open_image
 from .objects import FASHION_MNIST_CLASSES, load_object_source, paste_object, random_background
 
-__all__ = ["CorruptImageError", "ImageFolderDataset", "Cifar10", "FashionMNIST", "EmbeddedObjects",
+__all__ = ["ImageFolderDataset", "Cifar10", "FashionMNIST", "EmbeddedObjects",
            "collate_skipping", "SKIPPED", "IMAGE_EXTENSIONS"]
 
 logger = logging.getLogger(__name__)
@@ -30,17 +31,8 @@ IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 SKIPPED = "__skipped__"
 
 
-class CorruptImageError(RuntimeError):
-    """An image that cannot be decoded; the message names the file."""
-
-
 def _load_rgb(path: str) -> Image.Image:
-    try:
-        with Image.open(path) as im:
-            im.load()  # decode now, so a truncated file fails here, not later
-            return im.convert("RGB")  # grayscale / CMYK / RGBA / 16-bit -> 8-bit RGB
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
-        raise CorruptImageError(f"{path}: cannot decode image ({err})") from None
+    return open_image(path).convert("RGB")  # grayscale / CMYK / RGBA / 16-bit -> 8-bit RGB
 
 
 class ImageFolderDataset(Dataset):
@@ -69,7 +61,7 @@ class ImageFolderDataset(Dataset):
         path, label = self.samples[i]
         try:
             img = _load_rgb(path)
-        except CorruptImageError:
+        except ImageReadError:
             if self.on_error == "raise":
                 raise
             return SKIPPED, path

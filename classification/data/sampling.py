@@ -1,51 +1,62 @@
-"""Exactly resumable data order and augmentation.
+"""Exactly resumable data order and augmentation, shared by classification and detection training.
 
-ResumableSampler: the permutation of epoch e is a function of (seed, e) only, sharded across processes, and can
-start mid-epoch. SeededSamples: seeds Python's and torch's RNG per sample from (seed, epoch, index) before the
-transform runs, so a sample's augmentation does not depend on which worker loads it or on what ran before.
-Together: a run resumed from the checkpoint of iteration k continues bit for bit as the uninterrupted run.
+ResumableSampler: an endless stream of dataset indices; epoch e is a permutation that depends on (seed, e) only;
+process r of w takes stream positions r, r + w, r + 2w, ...; the stream can start at any position. It yields the
+integer key `position * size + index` (Detectron2's MapDataset wants an int). SeededSamples decodes the key and
+seeds Python's, NumPy's and torch's RNGs from (seed, position) before the sample is read and augmented, so a
+sample's augmentation depends neither on the worker that loads it nor on what ran before. Together: a run resumed
+at iteration k (start position k x global batch) continues exactly as the uninterrupted run.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-__all__ = ["ResumableSampler", "SeededSamples"]
+__all__ = ["ResumableSampler", "SeededSamples", "decode_key"]
+
+
+def decode_key(key: int, size: int) -> tuple[int, int]:
+    """(stream position, dataset index) of a sampler key."""
+    return divmod(int(key), size)
 
 
 class ResumableSampler(Sampler):
     def __init__(self, size: int, *, seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True):
+        if size <= 0:
+            raise ValueError("the training dataset is empty")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside a world of {world_size} processes")
         self.size, self.seed, self.rank, self.world, self.shuffle = size, seed, rank, world_size, shuffle
-        self.epoch, self.start = 0, 0
+        self.start = 0  # global stream position where iteration begins
 
-    def set_epoch(self, epoch: int, start: int = 0) -> None:
-        """Epoch `epoch`, skipping its first `start` samples of this process (resume mid-epoch)."""
-        self.epoch, self.start = epoch, start
+    def set_start(self, position: int) -> None:
+        self.start = position
 
-    def _indices(self) -> list[int]:
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 100003 + self.epoch)
-            order = torch.randperm(self.size, generator=g).tolist()
-        else:
-            order = list(range(self.size))
-        per_rank = self.size // self.world
-        return order[self.rank * per_rank: (self.rank + 1) * per_rank]
+    def _epoch(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.size))
+        g = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+        return torch.randperm(self.size, generator=g).tolist()
 
     def __iter__(self):
-        for i in self._indices()[self.start:]:
-            yield (i, self.epoch)
-
-    def __len__(self) -> int:
-        return self.size // self.world - self.start
+        first = self.start + self.rank
+        epoch = first // self.size
+        stream = itertools.chain.from_iterable(self._epoch(e) for e in itertools.count(epoch))
+        positions = itertools.count(epoch * self.size)
+        for position, index in zip(positions, stream):
+            if position >= first and (position - first) % self.world == 0:
+                yield position * self.size + index
 
 
 class SeededSamples(Dataset):
-    """Wraps a dataset indexed by (index, epoch) keys from ResumableSampler."""
+    """A dataset read by ResumableSampler keys: RNGs seeded per (seed, position), then `dataset[index]`."""
 
-    def __init__(self, dataset: Dataset, seed: int = 0):
+    def __init__(self, dataset, seed: int = 0):
         self.dataset, self.seed = dataset, seed
         self.classes = getattr(dataset, "classes", None)
 
@@ -53,8 +64,9 @@ class SeededSamples(Dataset):
         return len(self.dataset)
 
     def __getitem__(self, key):
-        index, epoch = key if isinstance(key, tuple) else (key, 0)
-        sample_seed = (self.seed * 1_000_003 + epoch) * 10_000_019 + index
-        random.seed(sample_seed)
-        torch.manual_seed(sample_seed % (2**63))
+        position, index = decode_key(key, len(self.dataset))
+        s = (self.seed * 1_000_003 + position) % (2**32)
+        random.seed(s)
+        np.random.seed(s)
+        torch.manual_seed(s)
         return self.dataset[index]

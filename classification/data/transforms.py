@@ -16,7 +16,7 @@ import torch
 from torchvision.transforms import v2 as T
 from torchvision.transforms.v2 import functional as F
 
-__all__ = ["RandomShorterSide", "Lighting", "imagenet_train_transform", "cifar_train_transform", "test_transform",
+__all__ = ["RandomShorterSide", "Lighting", "imagenet_train_transform", "cifar_train_transform", "eval_transform",
            "ten_crop", "IMAGENET_PCA", "Normalize255"]
 
 # AlexNet's PCA of ImageNet RGB pixel values (eigenvalues, eigenvectors), as in fb.resnet.torch.
@@ -82,7 +82,7 @@ def cifar_train_transform(mean, std, *, size: int = 32, padding: int = 4) -> T.C
                       Normalize255(mean, std)])
 
 
-def test_transform(mean, std, *, resize: int | None = 256, crop: int | None = 224) -> T.Compose:
+def eval_transform(mean, std, *, resize: int | None = 256, crop: int | None = 224) -> T.Compose:
     """Center-crop evaluation (resize=None/crop=None: the image as it is, e.g. CIFAR or multi-scale)."""
     steps = ([T.Resize(resize, antialias=True)] if resize else []) + ([T.CenterCrop(crop)] if crop else [])
     return T.Compose([*steps, _to_float(), Normalize255(mean, std)])

@@ -1,1 +1,2 @@
-"""Training engine shared by classification and detection: multi-process launch and Slurm submission."""
+"""The classification training engine, and the engine pieces detection shares: multi-process launch (launch.py),
+Slurm submission (slurm.py) and the command-line conventions (cli.py)."""

@@ -21,22 +21,16 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-__all__ = ["launch", "find_free_port", "get_local_process_group", "DEFAULT_TIMEOUT"]
+__all__ = ["launch", "find_free_port", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = timedelta(minutes=30)
 logger = logging.getLogger(__name__)
-_LOCAL_GROUP: list = [None]
 
 
 def find_free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def get_local_process_group():
-    """The process group of this machine's workers (None when not launched by `launch`)."""
-    return _LOCAL_GROUP[0]
 
 
 def _worker(local_rank: int, main_func: Callable, world_size: int, per_machine: int, machine_rank: int,
@@ -49,12 +43,13 @@ def _worker(local_rank: int, main_func: Callable, world_size: int, per_machine: 
     else:  # share the CPU cores instead of every process using all of them
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // per_machine))
     num_machines = world_size // per_machine
+    local_group = None
     for m in range(num_machines):  # every process must create every group, in the same order
         group = dist.new_group(list(range(m * per_machine, (m + 1) * per_machine)))
         if m == machine_rank:
-            _LOCAL_GROUP[0] = group
+            local_group = group
     if worker_init is not None:
-        worker_init(local_rank, _LOCAL_GROUP[0])
+        worker_init(local_rank, local_group)
     dist.barrier()
     try:
         main_func(*args)

@@ -90,6 +90,9 @@ def submit(entry: Callable[[argparse.Namespace], Any], args: argparse.Namespace,
     # submitit's own bound on timeouts, on top of ours on all requeues (SubmititJob.checkpoint)
     executor = submitit.AutoExecutor(folder=folder, cluster=args.cluster, slurm_max_num_timeout=args.max_requeues,
                                      local_max_num_timeout=args.max_requeues)
+    if args.cluster is None and executor.cluster != "slurm":  # submitit would silently run it here instead
+        raise SystemExit("error: --slurm: this machine has no Slurm (no sbatch found); pass --cluster local to run "
+                         "the job as a local submitit process, or drop --slurm to run it directly")
     gpus = args.gpus_per_node if executor.cluster == "slurm" or _has_cuda() else 0
     params: dict[str, Any] = dict(name=job_name, nodes=args.nodes, tasks_per_node=1, timeout_min=args.timeout,
                                   gpus_per_node=gpus, cpus_per_task=args.cpus_per_gpu * max(1, gpus))

@@ -1,9 +1,10 @@
 """The classification pretraining loop (paper Sec. 3.4 / 4.2): SGD with momentum, step or plateau schedule,
 warm-up (including the paper's ResNet-110 trick: low lr until the training error drops below a threshold),
-DDP (NCCL on GPU, gloo on CPU), AMP on GPU, atomic checkpoints with resume, TensorBoard, tqdm.
+DDP (NCCL on GPU, gloo on CPU), AMP on GPU, atomic checkpoints with exact resume, TensorBoard, tqdm.
 
-Its checkpoints are `backbones.save_pretrained` files: every detection config of the same architecture takes
-them as MODEL.WEIGHTS, no conversion step.
+`train(cfg)` reads as the run does: build (data, model, optimizer), resume, then steps with periodic evaluation
+and checkpoints. Its checkpoints are `backbones.save_pretrained` files: every detection config of the same
+architecture takes them as MODEL.WEIGHTS, no conversion step.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import sys
 import time
@@ -25,54 +25,19 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from backbones import create_model, load_pretrained, save_pretrained
+from backbones.checkpoint_io import atomic_write_text
 from backbones.weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
 
-from ..data.datasets import (
-    Cifar10,
-    EmbeddedObjects,
-    FashionMNIST,
-    ImageFolderDataset,
-    collate_skipping,
-)
+from ..data.datasets import Cifar10, EmbeddedObjects, FashionMNIST, ImageFolderDataset, collate_skipping
 from ..data.sampling import ResumableSampler, SeededSamples
-from ..data.transforms import cifar_train_transform, imagenet_train_transform, test_transform
+from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
+from .config import ClsConfig
 
 __all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
 
 logger = logging.getLogger("classification")
 LAST_CHECKPOINT = "last_checkpoint"
-
-
-@dataclass
-class ClsConfig:
-    model: str = "cifar_resnet20"
-    model_options: dict = field(default_factory=dict)
-    dataset: str = "embedded"  # embedded | fashion-mnist | cifar10 | imagefolder
-    data_root: str | None = None
-    image_size: int = 32  # embedded objects' image size
-    train_samples: int | None = None  # use only the first N training images (quick runs)
-    val_samples: int | None = None
-    iterations: int = 1000
-    batch_size: int = 128  # per process
-    lr: float | None = None  # default: 0.1 * global batch / 256 (the paper's 0.1 at 256, scaled linearly)
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    schedule: str = "step"  # "step" (x0.1 at `milestones` fractions of the run) or "plateau" (x0.1 on a plateau)
-    milestones: tuple[float, ...] = (0.5, 0.75)  # CIFAR: 32k and 48k of 64k iterations
-    plateau_patience: int = 3  # evaluations without improvement before dividing the lr by 10
-    warmup_iterations: int = 0
-    warmup_factor: float = 0.1  # lr multiplier during warm-up (0.1: the paper's 0.01 for ResNet-110)
-    warmup_until_error: float | None = None  # keep warming up until the running training error is below this
-    amp: bool = True  # only where CUDA is available
-    workers: int = 2
-    eval_period: int = 500
-    checkpoint_period: int = 500
-    ten_crop: bool = False  # ImageNet-style evaluation; embedded/CIFAR evaluate the whole 32x32 image
-    on_error: str = "raise"  # unreadable images: "raise" or "skip" (counted and logged)
-    seed: int = 0
-    output_dir: str = "output/classification/run"
-    deterministic: bool = False  # bitwise-repeatable CPU runs (resume tests)
 
 
 def _is_main() -> bool:
@@ -85,22 +50,22 @@ def build_datasets(cfg: ClsConfig):
         if not cfg.data_root:
             raise ValueError("dataset 'imagefolder' needs data_root (ImageNet layout: <root>/train/<class>/*.JPEG)")
         train = ImageFolderDataset(cfg.data_root, "train", imagenet_train_transform(mean, std), cfg.on_error)
-        val = ImageFolderDataset(cfg.data_root, "val", test_transform(mean, std, crop=None if cfg.ten_crop else 224),
-                                 cfg.on_error)
+        # center: 256 -> 224 crop; ten-crop: the 10 crops of the 256 image; multi-scale: the whole image
+        val_tf = {"center": eval_transform(mean, std), "ten-crop": eval_transform(mean, std, crop=None),
+                  "multi-scale": eval_transform(mean, std, resize=None, crop=None)}[cfg.test_mode]
+        val = ImageFolderDataset(cfg.data_root, "val", val_tf, cfg.on_error)
     else:
-        small_train, small_test = cifar_train_transform(mean, std), test_transform(mean, std, resize=None, crop=None)
+        small_train, small_test = cifar_train_transform(mean, std), eval_transform(mean, std, resize=None, crop=None)
         if cfg.dataset == "cifar10":
             train, val = Cifar10(cfg.data_root, "train", small_train), Cifar10(cfg.data_root, "test", small_test)
         elif cfg.dataset == "fashion-mnist":
             kw = {"root": cfg.data_root} if cfg.data_root else {}
             train, val = FashionMNIST(split="train", transform=small_train, **kw), FashionMNIST(
                 split="test", transform=small_test, **kw)
-        elif cfg.dataset == "embedded":
+        else:  # embedded (ClsConfig validated the name)
             tr = cifar_train_transform(mean, std, size=cfg.image_size, padding=max(1, cfg.image_size // 8))
             train = EmbeddedObjects("train", cfg.image_size, tr, cfg.train_samples, cfg.seed)
             val = EmbeddedObjects("test", cfg.image_size, small_test, cfg.val_samples, cfg.seed)
-        else:
-            raise ValueError(f"unknown dataset {cfg.dataset!r}: embedded, fashion-mnist, cifar10 or imagefolder")
     if cfg.train_samples and len(train) > cfg.train_samples:
         train = torch.utils.data.Subset(train, range(cfg.train_samples))
         train.classes = train.dataset.classes
@@ -115,13 +80,14 @@ class LRSchedule:
 
     def __init__(self, cfg: ClsConfig, base_lr: float):
         self.cfg, self.base_lr, self.plateau_scale, self.warm = cfg, base_lr, 1.0, True
+        self.warmup_error = cfg.warmup_error()
 
     def __call__(self, it: int, running_error: float | None) -> float:
         c = self.cfg
         if self.warm:
             by_iter = it < c.warmup_iterations
-            by_error = c.warmup_until_error is not None and (running_error is None or
-                                                             running_error >= c.warmup_until_error)
+            by_error = self.warmup_error is not None and (running_error is None or
+                                                          running_error >= self.warmup_error)
             self.warm = by_iter or by_error
             if self.warm:
                 return self.base_lr * c.warmup_factor
@@ -130,11 +96,39 @@ class LRSchedule:
         steps = sum(it >= m * c.iterations for m in c.milestones)
         return self.base_lr * 0.1**steps
 
+    def after_evaluation(self, test_errors: list[float], it: int) -> None:
+        """Plateau schedule: divide by 10 when the last `plateau_patience` evaluations beat no earlier one."""
+        k = self.cfg.plateau_patience
+        if self.cfg.schedule == "plateau" and len(test_errors) > k and min(test_errors[-k:]) >= min(test_errors[:-k]):
+            self.plateau_scale *= 0.1
+            logger.info(f"plateau: lr x0.1 at iteration {it}")
+
     def state_dict(self):
         return {"plateau_scale": self.plateau_scale, "warm": self.warm}
 
     def load_state_dict(self, d):
         self.plateau_scale, self.warm = d["plateau_scale"], d["warm"]
+
+
+@dataclass
+class Run:
+    """Everything a training run holds between steps."""
+
+    cfg: ClsConfig
+    out: Path
+    model: nn.Module
+    net: nn.Module  # the model, wrapped in DDP when there is more than one process
+    optimizer: torch.optim.Optimizer
+    schedule: LRSchedule
+    train_set: object
+    val_set: object
+    mean_std: tuple
+    device: torch.device
+    world: int
+    iteration: int = 0
+    history: dict = field(default_factory=lambda: {"iteration": [], "train_error": [], "test_error": [],
+                                                   "test_top5_error": [], "lr": [], "skipped_images": 0,
+                                                   "err_window": []})
 
 
 def _seed_everything(seed: int, deterministic: bool) -> None:
@@ -145,148 +139,163 @@ def _seed_everything(seed: int, deterministic: bool) -> None:
         torch.use_deterministic_algorithms(True, warn_only=True)
 
 
-def _save(path: Path, model: nn.Module, optimizer, schedule: LRSchedule, it: int, history: dict, cfg: ClsConfig,
-          mean, std) -> None:
-    save_pretrained(model, path, input_format="RGB", pixel_mean=mean, pixel_std=std,
-                    extra={"optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(), "iteration": it,
-                           "history": history, "config": json.loads(json.dumps(asdict(cfg)))})
-    tmp = path.parent / (LAST_CHECKPOINT + ".tmp")
-    tmp.write_text(path.name)
-    os.replace(tmp, path.parent / LAST_CHECKPOINT)  # points only at complete files
-
-
-def train(cfg: ClsConfig) -> dict:
-    """Train; returns {"history", "final": {"top1", "top5"}, "checkpoint"}. Resumes from `output_dir` if it holds a
-    last_checkpoint (call with a fresh output_dir for a new run)."""
-    out = Path(cfg.output_dir)
+def build(cfg: ClsConfig) -> Run:
+    """Data, model, optimizer and schedule of a fresh run (iteration 0)."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     rank = dist.get_rank() if dist.is_initialized() else 0
     device = torch.device(f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu")
     _seed_everything(cfg.seed + rank, cfg.deterministic)
-    train_set, val_set, (mean, std) = build_datasets(cfg)
+    train_set, val_set, mean_std = build_datasets(cfg)
     model = create_model(cfg.model, num_classes=len(train_set.classes), **cfg.model_options).to(device)
-    base_lr = cfg.lr if cfg.lr is not None else 0.1 * cfg.batch_size * world / 256
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (no_decay if p.ndim <= 1 else decay).append(p)  # no weight decay on BN / biases
-    optimizer = torch.optim.SGD([{"params": decay, "weight_decay": cfg.weight_decay},
-                                 {"params": no_decay, "weight_decay": 0.0}], lr=base_lr, momentum=cfg.momentum)
-    schedule = LRSchedule(cfg, base_lr)
-    history: dict = {"iteration": [], "train_error": [], "test_error": [], "test_top5_error": [], "lr": [],
-                     "skipped_images": 0}
-    start = 0
-    if _is_main():
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    last = out / LAST_CHECKPOINT
-    if last.is_file() and (out / last.read_text().strip()).is_file():
-        ckpt_path = out / last.read_text().strip()
-        load_pretrained(model, ckpt_path)
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        optimizer.load_state_dict(state["optimizer"])
-        schedule.load_state_dict(state["schedule"])
-        history = state["history"]
-        start = int(state["iteration"])
-        logger.info(f"resumed from {ckpt_path} at iteration {start}")
+    base_lr = cfg.base_lr(world)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if cfg.decay_norm_and_bias:  # the paper (Caffe): weight decay on every parameter
+        groups = [{"params": trainable, "weight_decay": cfg.weight_decay}]
+    else:  # the modern variant: no decay on BN and biases
+        groups = [{"params": [p for p in trainable if p.ndim > 1], "weight_decay": cfg.weight_decay},
+                  {"params": [p for p in trainable if p.ndim <= 1], "weight_decay": 0.0}]
+    optimizer = torch.optim.SGD(groups, lr=base_lr, momentum=cfg.momentum)
     net = model
     if world > 1:
         net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    sampler = ResumableSampler(len(train_set), seed=cfg.seed, rank=rank, world_size=world)
-    loader = DataLoader(SeededSamples(train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
-                        num_workers=cfg.workers, collate_fn=collate_skipping, drop_last=True)
-    batches_per_epoch = (len(train_set) // world) // cfg.batch_size
-    if batches_per_epoch == 0:
-        raise ValueError(f"{len(train_set)} training images are fewer than one batch of {cfg.batch_size} per process")
-    use_amp = cfg.amp and device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+    return Run(cfg, Path(cfg.output_dir), model, net, optimizer, LRSchedule(cfg, base_lr), train_set, val_set,
+               mean_std, device, world)
+
+
+def resume(run: Run) -> None:
+    """Continue from OUTPUT_DIR/last_checkpoint if it names a complete file: weights, optimizer, schedule, history."""
+    last = run.out / LAST_CHECKPOINT
+    if not (last.is_file() and (run.out / last.read_text().strip()).is_file()):
+        return
+    path = run.out / last.read_text().strip()
+    load_pretrained(run.model, path)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.schedule.load_state_dict(state["schedule"])
+    run.history = state["history"]
+    run.iteration = int(state["iteration"])
+    logger.info(f"resumed from {path} at iteration {run.iteration}")
+
+
+def step(run: Run, images: torch.Tensor, labels: torch.Tensor, scaler, criterion) -> tuple[float, float, float]:
+    """One SGD step; returns (loss, batch error, lr)."""
+    window = run.history["err_window"]
+    lr = run.schedule(run.iteration, float(np.mean(window)) if window else None)
+    for g in run.optimizer.param_groups:
+        g["lr"] = lr
+    images, labels = images.to(run.device, non_blocking=True), labels.to(run.device, non_blocking=True)
+    with torch.autocast(run.device.type, enabled=scaler.is_enabled()):
+        logits = run.net(images)
+        loss = criterion(logits, labels)
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss.item()} at iteration {run.iteration} (lr {lr:g}); the last "
+                                 f"good checkpoint is {run.out / LAST_CHECKPOINT}")
+    run.optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.step(run.optimizer)
+    scaler.update()
+    err = (logits.argmax(1) != labels).float().mean().item()
+    run.history["err_window"] = (window + [err])[-50:]  # the running error (and warm-up criterion) resume with it
+    run.iteration += 1
+    return loss.item(), err, lr
+
+
+def run_evaluation(run: Run, lr: float) -> dict:
+    c = run.cfg
+    ten_crop = c.test_mode == "ten-crop" and c.dataset == "imagefolder"
+    multi_scale = c.test_mode == "multi-scale" and c.dataset == "imagefolder"
+    res = evaluate(run.model, run.val_set, batch_size=c.batch_size, ten_crop=ten_crop, multi_scale=multi_scale,
+                   workers=c.workers)
+    h = run.history
+    h["iteration"].append(run.iteration)
+    h["train_error"].append(100.0 * float(np.mean(h["err_window"])))  # running, last 50 batches
+    h["test_error"].append(100 - res["top1"])
+    h["test_top5_error"].append(100 - res["top5"])
+    h["lr"].append(lr)
+    run.schedule.after_evaluation(h["test_error"], run.iteration)
+    run.net.train()
+    return res
+
+
+def save_checkpoint(run: Run) -> None:
+    """model_<iteration>.pth (model_final.pth at the end) and last_checkpoint, each written atomically."""
+    final = run.iteration >= run.cfg.iterations
+    path = run.out / ("model_final.pth" if final else f"model_{run.iteration:07d}.pth")
+    mean, std = run.mean_std
+    save_pretrained(run.model, path, input_format="RGB", pixel_mean=mean, pixel_std=std,
+                    extra={"optimizer": run.optimizer.state_dict(), "schedule": run.schedule.state_dict(),
+                           "iteration": run.iteration, "history": run.history,
+                           "config": json.loads(json.dumps(asdict(run.cfg)))})
+    atomic_write_text(run.out / LAST_CHECKPOINT, path.name)  # points only at complete files
+
+
+def train(cfg: ClsConfig) -> dict:
+    """Train; returns {"history", "final": {"top1", "top5"}, "checkpoint", ...}. Resumes from `output_dir` if it
+    holds a last_checkpoint (call with a fresh output_dir for a new run)."""
+    run = build(cfg)
+    if _is_main():
+        run.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run.out / "config.json", json.dumps(asdict(cfg), indent=2))
+    resume(run)
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    sampler = ResumableSampler(len(run.train_set), seed=cfg.seed, rank=rank, world_size=run.world)
+    sampler.set_start(run.iteration * cfg.batch_size * run.world)  # exactly where the checkpointed run was
+    if len(run.train_set) < cfg.batch_size * run.world:
+        raise ValueError(f"{len(run.train_set)} training images are fewer than one batch of {cfg.batch_size} per "
+                         f"process x {run.world} processes")
+    loader = DataLoader(SeededSamples(run.train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
+                        num_workers=cfg.workers, collate_fn=collate_skipping)
+    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and run.device.type == "cuda")
     criterion = nn.CrossEntropyLoss()
-    writer = None
+    writer = bar = None
     if _is_main():
         from torch.utils.tensorboard import SummaryWriter
-
-        writer = SummaryWriter(str(out))
-    bar = None
-    if _is_main():
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.iterations, initial=start, desc=f"train {cfg.model}", unit="it", file=sys.stderr,
-                   mininterval=1.0 if sys.stderr.isatty() else 15.0)
-    it = start
-    err_window: list[float] = list(history.get("err_window", []))
+        writer = SummaryWriter(str(run.out))
+        bar = tqdm(total=cfg.iterations, initial=run.iteration, desc=f"train {cfg.model}", unit="it",
+                   file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 15.0)
     t0 = time.time()
-    net.train()
-    while it < cfg.iterations:
-        epoch, batch_in_epoch = divmod(it, batches_per_epoch)
-        sampler.set_epoch(epoch, start=batch_in_epoch * cfg.batch_size)  # resume mid-epoch exactly
-        for images, labels, skipped in loader:
-            if skipped:
-                history["skipped_images"] += len(skipped)
-                for path in skipped:
-                    logger.warning(f"skipped unreadable image {path}")
-            if len(labels) == 0:
-                continue
-            running = float(np.mean(err_window)) if err_window else None
-            lr = schedule(it, running)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
-            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            with torch.autocast(device.type, enabled=use_amp):
-                logits = net(images)
-                loss = criterion(logits, labels)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss became {loss.item()} at iteration {it} (lr {lr:g}); the last good "
-                                         f"checkpoint is {out / LAST_CHECKPOINT}")
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            err = (logits.argmax(1) != labels).float().mean().item()
-            err_window = (err_window + [err])[-50:]
-            it += 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}", err=f"{np.mean(err_window):.3f}", lr=f"{lr:.3g}",
-                                refresh=False)
+    run.net.train()
+    for images, labels, skipped in loader:
+        if run.iteration >= cfg.iterations:
+            break
+        run.history["skipped_images"] += len(skipped)
+        for path in skipped:
+            logger.warning(f"skipped unreadable image {path}")
+        if len(labels) == 0:
+            continue
+        loss, err, lr = step(run, images, labels, scaler, criterion)
+        it = run.iteration
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
+                            refresh=False)
+            for tag, value in (("train/loss", loss), ("train/error", err), ("train/lr", lr)):
+                writer.add_scalar(tag, value, it)
+        if it % cfg.eval_period == 0 or it == cfg.iterations:
+            res = run_evaluation(run, lr)
             if writer is not None:
-                writer.add_scalar("train/loss", loss.item(), it)
-                writer.add_scalar("train/error", err, it)
-                writer.add_scalar("train/lr", lr, it)
-            if it % cfg.eval_period == 0 or it == cfg.iterations:
-                res = evaluate(model, val_set, batch_size=cfg.batch_size, ten_crop=cfg.ten_crop and
-                               cfg.dataset == "imagefolder", workers=cfg.workers)
-                history["iteration"].append(it)
-                history["train_error"].append(100.0 * float(np.mean(err_window)))  # running, last 50 batches
-                history["test_error"].append(100 - res["top1"])
-                history["test_top5_error"].append(100 - res["top5"])
-                history["lr"].append(lr)
-                if cfg.schedule == "plateau" and len(history["test_error"]) > cfg.plateau_patience:
-                    recent = history["test_error"][-cfg.plateau_patience:]
-                    if min(recent) >= min(history["test_error"][:-cfg.plateau_patience]):
-                        schedule.plateau_scale *= 0.1
-                        logger.info(f"plateau: lr x0.1 at iteration {it}")
-                if writer is not None:
-                    writer.add_scalar("test/top1_error", 100 - res["top1"], it)
-                    writer.add_scalar("test/top5_error", 100 - res["top5"], it)
-                net.train()
-            history["err_window"] = err_window  # the warm-up criterion resumes where it was
-            if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
-                _save(out / (f"model_{it:07d}.pth" if it < cfg.iterations else "model_final.pth"), model,
-                      optimizer, schedule, it, history, cfg, mean, std)
-            if it >= cfg.iterations:
-                break
+                writer.add_scalar("test/top1_error", 100 - res["top1"], it)
+                writer.add_scalar("test/top5_error", 100 - res["top5"], it)
+        if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
+            save_checkpoint(run)
     if bar is not None:
         bar.close()
-    if writer is not None:
         writer.close()
-    final = {"top1": 100 - history["test_error"][-1], "top5": 100 - history["test_top5_error"][-1]} \
-        if history["test_error"] else {}
-    result = {"history": history, "final": final, "checkpoint": str(out / "model_final.pth"),
-              "seconds": round(time.time() - t0, 1), "classes": list(train_set.classes)}
+    return _finish(run, time.time() - t0)
+
+
+def _finish(run: Run, seconds: float) -> dict:
+    h = run.history
+    final = {"top1": 100 - h["test_error"][-1], "top5": 100 - h["test_top5_error"][-1]} if h["test_error"] else {}
+    result = {"history": h, "final": final, "checkpoint": str(run.out / "model_final.pth"),
+              "seconds": round(seconds, 1), "classes": list(run.train_set.classes), "world_size": run.world,
+              "images_seen": run.iteration * run.cfg.batch_size * run.world, "val_images": len(run.val_set)}
     if _is_main():
-        (out / "metrics.json").write_text(json.dumps(result, indent=2))
-        if history["skipped_images"]:
-            logger.warning(f"{history['skipped_images']} unreadable images were skipped (on_error='skip')")
+        atomic_write_text(run.out / "metrics.json", json.dumps(result, indent=2))
+        if h["skipped_images"]:
+            logger.warning(f"{h['skipped_images']} unreadable images were skipped (on_error='skip')")
     if math.isnan(final.get("top1", 0.0)):
         raise FloatingPointError("evaluation produced NaN")
     return result

@@ -1,0 +1,79 @@
+"""Command-line conventions shared by tools/train_cls.py and tools/train_det.py: the process options, errors caused
+by the input as one line that names the problem (the traceback goes to the log, or to the terminal with --debug),
+and a warning when more worker processes are asked for than the machine has cores."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import urllib.error
+
+import torch
+
+from backbones import CheckpointReadError, IncompatibleWeightsError
+
+from ..data.images import ImageReadError
+
+__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments"]
+
+logger = logging.getLogger(__name__)
+
+# What bad input raises: missing/unreadable files, unknown keys or names, bad values, unusable weights or images,
+# divergence. A RuntimeError of any other kind is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, KeyError, ValueError, FloatingPointError, urllib.error.URLError, CheckpointReadError,
+    IncompatibleWeightsError, ImageReadError,
+)
+
+
+def _message(err: BaseException) -> str:
+    if isinstance(err, KeyError) and err.args:
+        return str(err.args[0])  # KeyError's str() adds quotes around the message
+    text = str(err).strip()
+    return text or type(err).__name__
+
+
+@contextlib.contextmanager
+def user_errors(debug: bool = False, extra: tuple[type[BaseException], ...] = ()):
+    """Turn USER_ERRORS (and `extra`) raised inside into `error: ...` on stderr and exit status 2."""
+    try:
+        yield
+    except (*USER_ERRORS, *extra) as err:
+        if debug:
+            raise
+        logger.debug("traceback of the error below", exc_info=True)  # into log.txt where logging is set up
+        print(f"error: {type(err).__name__}: {_message(err)}\n(--debug shows the traceback)", file=sys.stderr)
+        raise SystemExit(2) from None
+    except torch.multiprocessing.ProcessRaisedException as err:  # a spawned worker failed: its last line says why
+        if debug:
+            raise
+        last = [ln for ln in str(err).strip().splitlines() if ln.strip()][-1:]
+        print(f"error in a worker process: {last[0] if last else err}\n(--debug shows the traceback)",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def warn_oversubscription(processes: int) -> None:
+    """On a machine without GPUs every requested "GPU" is a CPU process: say so when that far exceeds the cores."""
+    cores = os.cpu_count() or 1
+    if not torch.cuda.is_available() and processes > cores:
+        logger.warning(f"--num-gpus {processes} starts {processes} CPU processes on a machine with {cores} cores: "
+                       "each gets a slice of a core and its own copy of the model and data; expect it to be slow "
+                       "and memory-hungry")
+        print(f"warning: --num-gpus {processes} on {cores} CPU cores (no GPU): {processes} processes will share "
+              f"{cores} cores", file=sys.stderr)
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--num-gpus / --num-machines / --machine-rank / --dist-url (Detectron2's names) and --debug."""
+    g = parser.add_argument_group("processes (torch.distributed: NCCL on GPUs, gloo on CPUs)")
+    g.add_argument("--num-gpus", type=int, default=1,
+                   help="processes per machine: one per GPU; on a machine without GPUs, CPU processes (gloo)")
+    g.add_argument("--num-machines", type=int, default=1)
+    g.add_argument("--machine-rank", type=int, default=0)
+    g.add_argument("--dist-url", default="auto", help="tcp://HOST:PORT of machine 0 ('auto': a free local port)")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    return parser

@@ -1,0 +1,147 @@
+"""The classification run's configuration: one dataclass, its recipe defaults, and the command line generated from it
+(each option is written once: its field, its default and its help live together).
+
+Recipe defaults follow the paper (Sec. 3.4 for ImageNet, Sec. 4.2 for CIFAR-10): lr 0.1 at batch 256 (ImageNet) or
+128 (32-pixel datasets), linearly scaled to the global batch; weight decay 1e-4 on every parameter, as Caffe
+applied it (`--no-decay-norm-and-bias` gives the modern variant); ResNet-110/1202 on CIFAR warm up at lr x0.1
+until the training error is below 80%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+
+from backbones.registry import parse_model_option
+
+__all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "add_config_arguments", "config_from_args"]
+
+DATASETS = ("embedded", "fashion-mnist", "cifar10", "imagefolder")
+TEST_MODES = ("center", "ten-crop", "multi-scale")
+_REFERENCE_BATCH = {"imagefolder": 256}  # the paper's batch for lr 0.1; 32-pixel datasets (CIFAR recipe): 128
+_WARMUP_UNTIL_ERROR_MODELS = ("cifar_resnet110", "cifar_resnet1202")  # paper Sec. 4.2
+
+
+def _opt(default, help: str, **cli):
+    """A field with its command-line help (and optional flag spelling / choices); `dict` means an empty dict."""
+    kw = {"default_factory": dict} if default is dict else {"default": default}
+    return field(**kw, metadata={"help": help, **cli})
+
+
+@dataclass
+class ClsConfig:
+    model: str = _opt("cifar_resnet20", "backbones.list_models() name")
+    model_options: dict = _opt(dict, "model option KEY=VALUE, e.g. width=0.25, shortcut=A, preact=True (repeatable)",
+                               flag="--model-option")
+    dataset: str = _opt("embedded", "training data", choices=DATASETS)
+    data_root: str | None = _opt(None, "dataset directory (cifar10, imagefolder; fashion-mnist: Debian's by default)")
+    image_size: int = _opt(32, "embedded dataset image size (pixels)")
+    train_samples: int | None = _opt(None, "use only the first N training images (quick runs)")
+    val_samples: int | None = _opt(None, "evaluate on the first N validation images only")
+    iterations: int = _opt(1000, "training iterations")
+    batch_size: int = _opt(128, "images per process and iteration")
+    lr: float | None = _opt(None, "base learning rate (default: 0.1 x global batch / 256 for imagefolder, / 128 for "
+                                  "the 32-pixel datasets)")
+    momentum: float = _opt(0.9, "SGD momentum")
+    weight_decay: float = _opt(1e-4, "weight decay")
+    decay_norm_and_bias: bool = _opt(True, "apply weight decay to BN and bias parameters too (the paper's Caffe "
+                                           "setting; --no-decay-norm-and-bias: the modern variant)")
+    schedule: str = _opt("step", "step: x0.1 at the milestones; plateau: x0.1 when the val error stops improving",
+                         choices=("step", "plateau"))
+    milestones: tuple[float, ...] = _opt((0.5, 0.75), "fractions of the run where the step schedule divides the lr "
+                                                      "by 10 (CIFAR: 32k and 48k of 64k)")
+    plateau_patience: int = _opt(3, "evaluations without improvement before the plateau schedule divides the lr")
+    warmup_iterations: int = _opt(0, "iterations at lr x warmup-factor")
+    warmup_factor: float = _opt(0.1, "lr multiplier during warm-up (0.1: the paper's 0.01 for ResNet-110)")
+    warmup_until_error: float | None = _opt(None, "keep warming up until the running training error is below this "
+                                                  "(default 0.8 for cifar_resnet110/1202 on cifar10, as the paper)")
+    amp: bool = _opt(True, "mixed precision where CUDA is available (--no-amp: off)")
+    workers: int = _opt(2, "data loading processes")
+    eval_period: int = _opt(500, "evaluate every N iterations (and at the end)")
+    checkpoint_period: int = _opt(500, "checkpoint every N iterations (and at the end)")
+    test_mode: str = _opt("center", "evaluation views: center (the whole 32-px image for small datasets), ten-crop "
+                                    "or multi-scale (fully convolutional at shorter sides 224..640; imagefolder)",
+                          choices=TEST_MODES)
+    on_error: str = _opt("raise", "unreadable images: raise (naming the file) or skip (counted and logged)",
+                         choices=("raise", "skip"))
+    seed: int = _opt(0, "seed of initialisation, data order and augmentation")
+    output_dir: str = _opt("", "run directory (default: output/classification/<dataset>_<model>)")
+    deterministic: bool = _opt(False, "bitwise-repeatable CPU runs (slower)")
+
+    def __post_init__(self):
+        """Refuse values that would fail later or silently do something else, naming the option."""
+        for name in ("iterations", "batch_size", "eval_period", "checkpoint_period", "image_size", "plateau_patience"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("train_samples", "val_samples"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr!r}")
+        if self.weight_decay < 0 or self.warmup_iterations < 0 or not 0 < self.warmup_factor <= 1:
+            raise ValueError("weight_decay and warmup_iterations must be >= 0 and warmup_factor in (0, 1]")
+        if any(not 0 < m <= 1 for m in self.milestones):
+            raise ValueError(f"milestones are fractions of the run in (0, 1], got {list(self.milestones)}")
+        for f in fields(self):
+            choices = f.metadata.get("choices")
+            if choices and getattr(self, f.name) not in choices:
+                raise ValueError(f"{f.name} must be one of {choices}, got {getattr(self, f.name)!r}")
+        if not self.output_dir:
+            self.output_dir = f"output/classification/{self.dataset}_{self.model}"
+
+    # --- the recipe: what an unset option means for this dataset / model -----------------------------------------
+    def base_lr(self, world_size: int = 1) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 0.1 * self.batch_size * world_size / _REFERENCE_BATCH.get(self.dataset, 128)
+
+    def warmup_error(self) -> float | None:
+        if self.warmup_until_error is not None:
+            return self.warmup_until_error
+        return 0.8 if self.dataset == "cifar10" and self.model in _WARMUP_UNTIL_ERROR_MODELS else None
+
+
+def _is_bool(tp) -> bool:
+    return tp is bool
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """One option per ClsConfig field: --iterations, --batch-size, ..., bools as --x / --no-x."""
+    hints = typing.get_type_hints(ClsConfig)
+    g = parser.add_argument_group("run configuration (classification.engine.config.ClsConfig)")
+    for f in fields(ClsConfig):
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        tp = hints[f.name]
+        default = f.default if f.default is not MISSING else f.default_factory()
+        kw = {"dest": f.name, "help": f.metadata["help"]}
+        if _is_bool(tp):
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
+        elif f.name == "model_options":
+            g.add_argument(flag, action="append", type=_model_option, default=[], metavar="KEY=VALUE", **kw)
+        elif typing.get_origin(tp) is tuple:
+            g.add_argument(flag, type=float, nargs="+", default=list(default), **kw)
+        else:
+            base = next((a for a in typing.get_args(tp) if a is not type(None)), tp)  # X | None -> X
+            g.add_argument(flag, type=base, default=default, choices=f.metadata.get("choices"), **kw)
+    # earlier spellings, kept working
+    g.add_argument("--ten-crop", dest="test_mode", action="store_const", const="ten-crop",
+                   help="= --test-mode ten-crop")
+    g.add_argument("--skip-corrupt", dest="on_error", action="store_const", const="skip", help="= --on-error skip")
+    return parser
+
+
+def _model_option(text: str):
+    try:
+        return parse_model_option(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def config_from_args(args: argparse.Namespace) -> ClsConfig:
+    values = {f.name: getattr(args, f.name) for f in fields(ClsConfig)}
+    values["model_options"] = dict(values["model_options"])
+    values["milestones"] = tuple(values["milestones"])
+    return ClsConfig(**values)
