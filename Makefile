@@ -14,7 +14,7 @@ test: setup
 	$(PY) -m pytest -n $(JOBS) --durations=15 tests
 
 demo: setup
-	$(PY) tools/train_det.py --default-benchmark
+	$(PY) tools/main_job.py
 
 lint: setup
 	$(PY) -m ruff check backbones detection classification tools tests

@@ -3,10 +3,11 @@
 `BackbonesCheckpointer` is Detectron2's DetectionCheckpointer with one change, in `_load_file`:
 - every file is read without executing code (torch weights_only / restricted unpickler), including `.pkl`;
 - a full detector checkpoint (ours or Detectron2's: keys already named like the model's) loads as usual;
-- anything else is treated as *backbone* weights in any format `backbones.load_pretrained` reads (torchvision,
-  timm, Detectron2 classification `.pkl`, MSRA Caffe2 blobs, our classification checkpoints): they are loaded
-  into a fresh copy of the detector's `backbones` model (strictly, classifier dropped), then renamed to where
-  the detector keeps each stage (`backbone.`, `backbone.bottom_up.`, `roi_heads.`, `roi_heads.box_head.`).
+- anything else is *backbone* weights in any format `backbones.load_pretrained` reads (torchvision, timm,
+  Detectron2 classification `.pkl`, MSRA Caffe2 blobs, our classification checkpoints). They are loaded straight
+  into the detector's `backbones_model` (BackbonesRCNN: the one model whose stages are the trunk and the RoI
+  head), strictly, classifier dropped; the detector's names of those tensors follow from tensor identity.
+The path is one way: file -> `backbones` model -> detector. Nothing is cached between reads.
 """
 
 from __future__ import annotations
@@ -19,61 +20,38 @@ from typing import Any
 import numpy as np
 import torch
 from detectron2.checkpoint import DetectionCheckpointer
-from torch import nn
 
-from backbones.checkpoint_io import atomic_torch_save, read_checkpoint
+from backbones.checkpoint_io import atomic_torch_save, atomic_write_text, read_checkpoint
 from backbones.pretrained import load_state_dict_into, meta_for_format
 from backbones.weight_formats import WeightsMeta, detect_format, unwrap_checkpoint
 
-from .modeling.backbone import BackboneSpec, BackbonesTrunk
-
-__all__ = ["BackbonesCheckpointer", "read_backbone_weights", "BackboneWeights", "DETECTOR_PREFIXES"]
+__all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
 
 logger = logging.getLogger(__name__)
 
-# Where a detector built by this plugin keeps the stages of its `backbones` model, tried in this order.
-DETECTOR_PREFIXES = ("backbone.bottom_up.", "backbone.", "roi_heads.", "roi_heads.box_head.")
 # Keys only a detector checkpoint has; any of them marks a file as a full detector checkpoint.
 _DETECTOR_MARKERS = ("proposal_generator.", "roi_heads.box_predictor.", "backbone.")
 
 
 @dataclass
-class BackboneWeights:
+class WeightsFile:
+    """A weights file as read: its tensors, container, format and what the weights expect of their inputs."""
+
     state_dict: dict[str, Any]
+    container: dict[str, Any]
     source_format: str
     meta: WeightsMeta
-    container: dict[str, Any]
+
+    @property
+    def is_detector(self) -> bool:
+        """A full detector checkpoint (keys named like a detector's), rather than backbone weights."""
+        return self.source_format != "caffe2" and any(k.startswith(_DETECTOR_MARKERS) for k in self.state_dict)
 
 
-_cache: dict[tuple, tuple[dict, dict, BackboneWeights | None]] = {}
-
-
-def _read_cached(path: str) -> tuple[dict, dict, BackboneWeights | None]:
-    """(state dict, container, backbone weights or None for a detector checkpoint), cached for the last file so
-    the config step (pixel statistics) and the model load read it once."""
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
-    if key not in _cache:
-        _cache.clear()
-        sd, container = unwrap_checkpoint(read_checkpoint(path), path)
-        fmt = detect_format(sd, container)
-        if fmt != "caffe2" and any(k.startswith(_DETECTOR_MARKERS) for k in sd):
-            _cache[key] = (sd, container, None)
-        else:
-            _cache[key] = (sd, container, BackboneWeights(sd, fmt, meta_for_format(fmt, container), container))
-    return _cache[key]
-
-
-def read_backbone_weights(path: str) -> BackboneWeights | None:
-    """Backbone weights in `path`, or None if it is a full detector checkpoint."""
-    return _read_cached(path)[2]
-
-
-def _find_trunk(model: nn.Module) -> BackbonesTrunk | None:
-    for m in model.modules():
-        if isinstance(m, BackbonesTrunk):
-            return m
-    return None
+def read_weights_file(path: str) -> WeightsFile:
+    sd, container = unwrap_checkpoint(read_checkpoint(path), path)
+    fmt = detect_format(sd, container)
+    return WeightsFile(sd, container, fmt, meta_for_format(fmt, container))
 
 
 def _tensors(sd: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -81,34 +59,39 @@ def _tensors(sd: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 class BackbonesCheckpointer(DetectionCheckpointer):
-    """DetectionCheckpointer + safe reading + pretrained backbones in any supported format. Writes atomically."""
+    """DetectionCheckpointer + safe reading + pretrained backbones in any supported format. Writes atomically.
+
+    strict_backbone: backbone weights must fit the model exactly (MODEL.BACKBONES.STRICT_LOAD).
+    """
+
+    def __init__(self, model, save_dir: str = "", *, strict_backbone: bool = True, **checkpointables):
+        super().__init__(model, save_dir, **checkpointables)
+        self.strict_backbone = strict_backbone
 
     def _load_file(self, filename: str) -> dict[str, Any]:
-        sd, container, weights = _read_cached(filename)
-        _cache.clear()  # the model load is the last reader: do not keep a second copy of the weights alive
-        if weights is None:
-            return {**container, "model": _tensors(sd)}
-        return self._backbone_checkpoint(filename, weights)
+        weights = read_weights_file(filename)
+        if weights.is_detector:
+            return {**weights.container, "model": _tensors(weights.state_dict)}
+        return self._load_backbone(filename, weights)
 
-    def _backbone_checkpoint(self, filename: str, weights: BackboneWeights) -> dict[str, Any]:
-        model = self.model.module if hasattr(self.model, "module") else self.model
-        trunk = _find_trunk(model)
-        if trunk is None or trunk.spec is None:
+    def _load_backbone(self, filename: str, weights: WeightsFile) -> dict[str, Any]:
+        detector = self.model.module if hasattr(self.model, "module") else self.model
+        target = getattr(detector, "backbones_model", None)
+        if target is None:
             raise ValueError(f"{filename} holds backbone weights ({weights.source_format}), but the model has no "
-                             "`backbones` trunk to load them into (MODEL.BACKBONE.NAME is not one of ours)")
-        spec: BackboneSpec = trunk.spec
-        fresh = spec.build()
-        report = load_state_dict_into(fresh, weights.state_dict, weights.source_format, weights.meta,
-                                      source=filename, strict=spec.strict_load, drop_classifier=True)
+                             "`backbones` model to load them into (MODEL.META_ARCHITECTURE is not BackbonesRCNN)")
+        report = load_state_dict_into(target, weights.state_dict, weights.source_format, weights.meta,
+                                      source=filename, strict=self.strict_backbone, drop_classifier=True)
         self.logger.info("Backbone weights:\n" + report.summary())
-        detector_keys = set(model.state_dict())
+        # The detector's name of each loaded tensor: the same storage appears under backbone.* / roi_heads.*
+        names = {(t.data_ptr(), tuple(t.shape)): k for k, t in detector.state_dict(keep_vars=False).items()}
         mapped, unused = {}, []
-        for key, value in fresh.state_dict().items():
-            target = next((p + key for p in DETECTOR_PREFIXES if p + key in detector_keys), None)
-            if target is None:
+        for key, tensor in target.state_dict().items():
+            name = names.get((tensor.data_ptr(), tuple(tensor.shape)))
+            if name is None:
                 unused.append(key)
             else:
-                mapped[target] = value
+                mapped[name] = tensor.detach().clone()
         if unused:
             self.logger.info(f"{len(unused)} backbone tensors are not part of this detector, e.g. {unused[:3]}")
         return {"model": mapped, "__author__": f"backbones ({weights.source_format})", "matching_heuristics": False}
@@ -128,10 +111,4 @@ class BackbonesCheckpointer(DetectionCheckpointer):
 
     def tag_last_checkpoint(self, last_filename_basename: str) -> None:
         """`last_checkpoint` is written atomically too, and only after the file it names is complete."""
-        path = os.path.join(self.save_dir, "last_checkpoint")
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(last_filename_basename)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write_text(os.path.join(self.save_dir, "last_checkpoint"), last_filename_basename)

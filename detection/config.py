@@ -1,4 +1,12 @@
-"""The plugin's config keys (one function adds them all) and config loading for the tools."""
+"""The plugin's config keys (one function adds them all) and config loading for the tools.
+
+Two keys differ by one letter; both are needed:
+- MODEL.BACKBONE.NAME  (Detectron2's own) names the *Detectron2 backbone builder*: "build_backbones_trunk" (C4,
+  VGG) or "build_backbones_fpn_backbone" (FPN);
+- MODEL.BACKBONES.*    (this plugin's) describes the `backbones` *network* those builders wrap: NAME ("resnet101",
+  "vgg16_bn", ...), WIDTH, NORM, FREEZE_AT, ... (add_backbones_config below, one comment per key).
+Where each key is read: ARCHITECTURE.md.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,8 @@ import os
 from detectron2.config import CfgNode as CN
 from detectron2.config import get_cfg
 
-__all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions"]
+__all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions", "check_config_file",
+           "ConfigFileError"]
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +28,7 @@ def add_backbones_config(cfg: CN) -> CN:
         return cfg
     b = cfg.MODEL.BACKBONES = CN()
     b.NAME = "resnet101"  # any backbones.list_models() name: resnet*, plain*, vgg16, vgg16_bn, ...
+    b.WIDTH = 1.0  # channel multiplier (backbones.width); must equal the width MODEL.WEIGHTS was trained at
     b.SHORTCUT = ""  # "" = the family default (B for ImageNet nets); "A"/"B"/"C" = paper Table 3
     b.STRIDE_IN_1X1 = True  # MSRA release / paper FLOPs; False for torchvision/timm ("v1.5") weights
     b.PREACT = False  # pre-activation units (Identity Mappings paper)
@@ -30,9 +40,11 @@ def add_backbones_config(cfg: CN) -> CN:
     # Take INPUT.FORMAT, MODEL.PIXEL_MEAN/STD and STRIDE_IN_1X1 from the metadata of MODEL.WEIGHTS when it has any
     # (torchvision/timm: RGB + ImageNet mean/std; MSRA: BGR + mean, std 1; ours: what the pretraining used).
     b.CONVENTIONS_FROM_WEIGHTS = True
+    # py-faster-rcnn's USE_DIFF False: VOC objects marked difficult are dropped from the training targets (they
+    # stay in the ground truth of evaluation, where VOC AP ignores them).
+    cfg.DATALOADER.VOC_TRAIN_DIFFICULT = False
     cfg.EVAL = CN()
     cfg.EVAL.COCO_BACKEND = "faster_coco_eval"  # or "pycocotools" (official, ~8x slower, same numbers)
-    cfg.EVAL.VOC_METRICS = ["voc07_11point", "area"]  # both VOC AP integrations are reported
     return cfg
 
 
@@ -47,15 +59,26 @@ def apply_weights_conventions(cfg: CN) -> dict:
         return changes
     from detectron2.utils.file_io import PathManager
 
-    from .checkpoint import read_backbone_weights
+    from .checkpoint import read_weights_file
 
-    path = PathManager.get_local_path(cfg.MODEL.WEIGHTS)  # downloads detectron2:// and https:// URLs once
+    try:
+        path = PathManager.get_local_path(cfg.MODEL.WEIGHTS)  # downloads detectron2:// and https:// URLs once
+    except OSError as err:  # urllib's URLError is an OSError: offline, or no such address
+        raise FileNotFoundError(f"MODEL.WEIGHTS {cfg.MODEL.WEIGHTS}: cannot download it ({err}); on a machine "
+                                "without internet pass a local file, or MODEL.WEIGHTS \"\" to train from "
+                                "scratch") from None
     if not os.path.isfile(path):
         raise FileNotFoundError(f"MODEL.WEIGHTS: no such file {cfg.MODEL.WEIGHTS!r}")
-    weights = read_backbone_weights(path)
-    if weights is None:  # a full detector checkpoint: its config already matches
+    weights = read_weights_file(path)
+    if weights.is_detector:  # a full detector checkpoint: its config already matches
         return changes
     meta = weights.meta
+    if meta.arch.get("family"):  # our checkpoints say how wide the net is (no "width": written before it existed)
+        theirs, ours = float(meta.arch.get("width", 1.0)), float(cfg.MODEL.BACKBONES.WIDTH)
+        if theirs != ours:
+            raise ValueError(f"MODEL.WEIGHTS {cfg.MODEL.WEIGHTS} holds a {meta.arch.get('family')}"
+                             f"{meta.arch.get('depth', '')} of width {theirs:g}, but MODEL.BACKBONES.WIDTH is "
+                             f"{ours:g}: set MODEL.BACKBONES.WIDTH {theirs:g} to rebuild the net it was trained as")
 
     def put(key: str, node: CN, attr: str, value) -> None:
         old = getattr(node, attr)
@@ -73,17 +96,59 @@ def apply_weights_conventions(cfg: CN) -> dict:
     return changes
 
 
+class ConfigFileError(ValueError):
+    """A config file that cannot be used as it is; the message names the file (and the line where known)."""
+
+
+def check_config_file(path: str, _chain: tuple[str, ...] = ()) -> None:
+    """Read `path` and its `_BASE_` files as plain YAML (yaml.safe_load: no Python tags, so no code runs) and
+    refuse, naming the file, what fvcore would otherwise handle badly: tags that call Python (fvcore falls back to
+    yaml.unsafe_load), `_BASE_` cycles (RecursionError), syntax errors and non-mapping documents."""
+    import yaml
+
+    real = os.path.realpath(path)
+    if real in _chain:
+        cycle = " -> ".join([*_chain[_chain.index(real):], real])
+        raise ConfigFileError(f"{path}: _BASE_ cycle: {cycle}")
+    if not os.path.isfile(path):
+        where = f" (a _BASE_ of {_chain[-1]})" if _chain else ""
+        raise FileNotFoundError(f"config file not found: {path}{where}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except yaml.constructor.ConstructorError as err:
+        mark = f", line {err.problem_mark.line + 1}" if err.problem_mark else ""
+        raise ConfigFileError(f"{path}{mark}: refused: the file uses a YAML tag that would construct Python objects "
+                              f"or run code ({err.problem}). Configs are plain data; remove the tag.") from None
+    except yaml.YAMLError as err:
+        raise ConfigFileError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigFileError(f"{path}: not a text file ({err.reason})") from None
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"{path}: a config must be a mapping of keys, found a {type(data).__name__}")
+    bases = data.get("_BASE_", [])
+    for base in [bases] if isinstance(bases, str) else bases:
+        if not isinstance(base, str):
+            raise ConfigFileError(f"{path}: _BASE_ must be a file name or a list of them, got {base!r}")
+        base = os.path.expanduser(base)
+        if "://" in base:
+            raise ConfigFileError(f"{path}: _BASE_ {base!r} is a URL; configs are read from local files only")
+        check_config_file(base if os.path.isabs(base) else os.path.join(os.path.dirname(path), base),
+                          (*_chain, real))
+
+
 def get_detection_cfg(config_files: str | list[str] | None = None, opts: list[str] | None = None, *,
-                      freeze: bool = True) -> CN:
+                      freeze: bool = True, read_weights: bool = True) -> CN:
     """Detectron2 defaults + our keys, then each YAML in order (each may have a `_BASE_`; later files overlay
-    earlier ones), then KEY VALUE overrides, then the weights' conventions. An unknown key raises an error naming
-    the key and the file."""
+    earlier ones), then KEY VALUE overrides, then the weights' conventions (read_weights=False: leave MODEL.WEIGHTS
+    unread, e.g. on a host that only submits the job). An unknown key raises an error naming the key and the file."""
     cfg = add_backbones_config(get_cfg())
     for path in [config_files] if isinstance(config_files, str) else (config_files or []):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"config file not found: {path}")
+        check_config_file(path)
         try:
-            cfg.merge_from_file(path)
+            cfg.merge_from_file(path, allow_unsafe=False)
         except KeyError as err:
             raise KeyError(f"{path}: {err.args[0] if err.args else err}") from None
     if opts:
@@ -91,7 +156,8 @@ def get_detection_cfg(config_files: str | list[str] | None = None, opts: list[st
             cfg.merge_from_list(list(opts))
         except (KeyError, AssertionError) as err:
             raise KeyError(f"command-line override: {err.args[0] if err.args else err}") from None
-    apply_weights_conventions(cfg)
+    if read_weights:
+        apply_weights_conventions(cfg)
     if freeze:
         cfg.freeze()
     return cfg

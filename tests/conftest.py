@@ -1,3 +1,6 @@
+"""Shared test helpers: the repository paths, a tiny embedded detection dataset (COCO and VOC layouts, registered
+as tiny_train / tiny_val / tiny_voc_train / tiny_voc_val), running a tool, and the train_det command line."""
+
 import os
 import sys
 from pathlib import Path
@@ -6,9 +9,11 @@ import pytest
 import torch
 
 import detection  # noqa: F401  (first: lets detectron2 import without its compiled ops)
+from detection.datasets.embedded import EmbeddedSpec, register_embedded
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+TINY_SPEC = EmbeddedSpec(num_train=12, num_val=8, image_size=96, min_object=24, max_object=48, seed=3)
 
 # Two pytest-xdist workers share two cores: one intra-op thread each keeps the machine from oversubscribing.
 torch.set_num_threads(int(os.environ.get("TEST_TORCH_THREADS", "1")))
@@ -26,6 +31,17 @@ def shared_dir() -> Path:
     return SHARED
 
 
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    """The embedded generator at 96 px: 12 train / 8 val scenes, COCO json and VOC XML of the same images."""
+    from detectron2.data import DatasetCatalog
+
+    root = tmp_path_factory.mktemp("tiny_det")
+    register_embedded(root, TINY_SPEC, prefix="tiny")
+    DatasetCatalog.get("tiny_train")  # generate the files now
+    return root
+
+
 def run_tool(*args, cwd=REPO, timeout=600, env=None):
     """Run a command-line tool with this interpreter; returns CompletedProcess (text)."""
     import subprocess
@@ -33,3 +49,18 @@ def run_tool(*args, cwd=REPO, timeout=600, env=None):
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=full_env)
+
+
+def det_args(data: Path, out: Path, max_iter: int = 4, *extra: str) -> list[str]:
+    """tools/train_det.py on `tiny_data` at 64 px: R-18 C4 (width 0.25, smoke overlay), `max_iter` iterations."""
+    return ["tools/train_det.py",
+            "--config-file", "configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+            "--config-file", "configs/Embedded-Detection/smoke.yaml",
+            "--dataset-coco", "tiny_train", str(data / "annotations/instances_train.json"), str(data),
+            "--dataset-coco", "tiny_val", str(data / "annotations/instances_val.json"), str(data),
+            *extra,
+            "MODEL.BACKBONES.NAME", "resnet18", "DATASETS.TRAIN", '("tiny_train",)', "DATASETS.TEST",
+            '("tiny_val",)', "INPUT.MIN_SIZE_TRAIN", "(64,)", "INPUT.MAX_SIZE_TRAIN", "64", "INPUT.MIN_SIZE_TEST",
+            "64", "INPUT.MAX_SIZE_TEST", "64", "SOLVER.IMS_PER_BATCH", "2", "SOLVER.MAX_ITER", str(max_iter),
+            "SOLVER.CHECKPOINT_PERIOD", "2", "SOLVER.WARMUP_ITERS", "1", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "8",
+            "MODEL.RPN.POST_NMS_TOPK_TEST", "10", "DATALOADER.NUM_WORKERS", "0", "OUTPUT_DIR", str(out)]

@@ -14,9 +14,10 @@ from detectron2.utils.events import EventStorage
 
 import backbones
 from detection import BackbonesCheckpointer, get_detection_cfg
-from detection.modeling import BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
+from detection.modeling import BackbonesRCNN, BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
 
-CONFIGS = sorted(glob.glob("configs/COCO-Detection/*.yaml") + glob.glob("configs/PascalVOC-Detection/*.yaml"))
+CONFIGS = sorted(glob.glob("configs/COCO-Detection/faster_rcnn_*.yaml")
+                 + glob.glob("configs/PascalVOC-Detection/faster_rcnn_*.yaml"))
 TINY = ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "16",
         "MODEL.RPN.PRE_NMS_TOPK_TRAIN", "200", "MODEL.RPN.POST_NMS_TOPK_TRAIN", "32",
         "MODEL.RPN.PRE_NMS_TOPK_TEST", "100", "MODEL.RPN.POST_NMS_TOPK_TEST", "16",
@@ -37,21 +38,51 @@ def one_image(h=96, w=128):
 def test_all_configs_are_found():
     names = {p.split("/")[-1] for p in CONFIGS}
     assert names == {"faster_rcnn_vgg16.yaml", "faster_rcnn_R_101_C4.yaml", "faster_rcnn_R_50_C4.yaml",
-                     "faster_rcnn_plain_34_C4.yaml", "faster_rcnn_R_34_C4.yaml", "faster_rcnn_R_101_FPN.yaml"}
-    assert len(CONFIGS) == 12
+                     "faster_rcnn_plain_34_C4.yaml", "faster_rcnn_R_34_C4.yaml", "faster_rcnn_R_101_FPN.yaml",
+                     "faster_rcnn_vgg16_voc2012.yaml", "faster_rcnn_R_101_C4_voc2012.yaml"}
+    assert len(CONFIGS) == 14
 
 
 @pytest.mark.parametrize("path", CONFIGS)
 def test_every_config_builds_with_paper_settings(path):
     cfg = get_detection_cfg(path, ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])
     assert cfg.INPUT.MIN_SIZE_TEST == 600 and cfg.INPUT.MAX_SIZE_TEST == 1000
-    if "FPN" not in path:
+    if "FPN" not in path:  # COCO: 4 anchor scales (py-faster-rcnn's COCO model), VOC: 3
         assert cfg.MODEL.RPN.POST_NMS_TOPK_TEST == 300
-        assert list(cfg.MODEL.ANCHOR_GENERATOR.SIZES[0]) == [128, 256, 512]
+        scales = [128, 256, 512] if "PascalVOC" in path else [64, 128, 256, 512]
+        assert list(cfg.MODEL.ANCHOR_GENERATOR.SIZES[0]) == scales
     assert cfg.MODEL.ROI_HEADS.NUM_CLASSES == (20 if "PascalVOC" in path else 80)
     model = build_model(cfg)
     trunk = model.backbone if isinstance(model.backbone, BackbonesTrunk) else model.backbone.bottom_up
-    assert isinstance(trunk, BackbonesTrunk) and trunk.spec.name == cfg.MODEL.BACKBONES.NAME
+    assert isinstance(model, BackbonesRCNN) and isinstance(trunk, BackbonesTrunk)
+    arch = model.backbones_model.arch
+    assert f"{arch['family'].replace('resnet', 'resnet' if arch.get('residual', True) else 'plain')}{arch['depth']}" \
+        == cfg.MODEL.BACKBONES.NAME.replace("_bn", "")
+    assert all(getattr(trunk, n) is getattr(model.backbones_model, n) for n in trunk.stage_names)
+
+
+@pytest.mark.parametrize("config,head_layers,key", [
+    ("faster_rcnn_R_101_C4", ("res5",), "res5.2.conv3.weight"),
+    ("faster_rcnn_vgg16", ("fc6", "fc7"), "fc7.weight")])
+def test_a_detector_builds_its_backbones_model_once(monkeypatch, tmp_path, config, head_layers, key):
+    """Trunk and RoI head are the stages of one model: built once, and loading pretrained weights builds no copy."""
+    import detection.modeling.backbone as adapter
+
+    name = "resnet101" if "R_101" in config else "vgg16"
+    weights = backbones.save_pretrained(backbones.create_model(name, num_classes=10, width=0.25), tmp_path / "w.pth")
+    calls = []
+    real = adapter.create_model
+    monkeypatch.setattr(adapter, "create_model", lambda *a, **k: calls.append(a) or real(*a, **k))
+    cfg = tiny_cfg(f"configs/COCO-Detection/{config}.yaml", "MODEL.BACKBONES.WIDTH", "0.25")
+    model = build_model(cfg)
+    BackbonesCheckpointer(model).load(str(weights))
+    assert len(calls) == 1
+    head = model.roi_heads if "res5" in head_layers else model.roi_heads.box_head
+    for layer in head_layers:
+        assert getattr(head, layer) is getattr(model.backbones_model, layer)
+    src = torch.load(weights, weights_only=True)["model"]
+    detector_key = ("roi_heads." if "res5" in key else "roi_heads.box_head.") + key
+    assert torch.equal(model.state_dict()[detector_key], src[key])
 
 
 @pytest.mark.parametrize("name", ["faster_rcnn_vgg16", "faster_rcnn_R_101_C4", "faster_rcnn_plain_34_C4",
@@ -117,7 +148,7 @@ def test_r50_c4_matches_detectron2_builtin():
     d2_cfg = get_cfg()
     d2_cfg.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml"))
     d2_cfg.MODEL.DEVICE = "cpu"
-    d2_cfg.MODEL.ANCHOR_GENERATOR.SIZES = [[128, 256, 512]]  # the paper's 3 scales, as our configs
+    d2_cfg.MODEL.ANCHOR_GENERATOR.SIZES = [[64, 128, 256, 512]]  # py-faster-rcnn's COCO scales, as our configs
     d2_cfg.MODEL.ROI_BOX_HEAD.POOLER_TYPE = "ROIPool"  # the paper's RoI pooling, as our configs
     d2 = build_model(d2_cfg).eval()
     with torch.no_grad():  # give the FrozenBN non-trivial statistics

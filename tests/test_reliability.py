@@ -14,20 +14,14 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import REPO
+from conftest import REPO, det_args
 from detection.datasets import DatasetFormatError, load_coco_checked
-from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
 from detection.engine.data import DetectionMapper, ImageReadError, read_image
-from test_train_det import det_args
-
-SPEC = EmbeddedSpec(num_train=8, num_val=4, image_size=64, min_object=20, max_object=36, seed=7)
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rel_det")
-    generate_embedded_dataset(root, SPEC)
-    return root
+def data(tiny_data):
+    return tiny_data
 
 
 def _run_and_kill_after(cmd, marker: Path, timeout=300):

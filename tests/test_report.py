@@ -12,16 +12,21 @@ import yaml
 from conftest import run_tool
 from detection.report import load_run, write_report
 
+PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
+
 
 def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_cat=None, log_rows=10,
-             dataset=None):
+             dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None):
+    """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test)."""
     run = root / name
     run.mkdir(parents=True)
-    dataset = dataset or ("voc_2007_test" if voc else "coco_2017_val")
+    dataset = dataset or ("voc_2007_test" if voc else "coco_2014_val")
+    train = train or PAPER_TRAIN.get(dataset, ["some_train"])
     (run / "config.yaml").write_text(yaml.safe_dump({
-        "MODEL": {"BACKBONES": {"NAME": backbone}, "BACKBONE": {"NAME": "build_backbones_trunk"},
-                  "ROI_HEADS": {"NAME": "BackbonesRes5ROIHeads"}},
-        "SOLVER": {"MAX_ITER": 90000}, "DATASETS": {"TEST": [dataset]}}))
+        "MODEL": {"BACKBONES": {"NAME": backbone, "WIDTH": width}, "BACKBONE": {"NAME": "build_backbones_trunk"},
+                  "ROI_HEADS": {"NAME": "BackbonesRes5ROIHeads"}, "WEIGHTS": weights},
+        "SOLVER": {"MAX_ITER": 90000}, "DATASETS": {"TRAIN": train, "TEST": [dataset]}, "SEED": seed,
+        "OUTPUT_DIR": str(run), **(extra_cfg or {})}))
     (run / "training_log.json").write_text("\n".join(json.dumps({"iteration": i * 20, "total_loss": 2.0 / (i + 1),
                                                                    "lr": 0.02}) for i in range(log_rows)) + "\n")
     if coco is None and voc is None:
@@ -100,7 +105,7 @@ def test_partial_and_mixed_inputs(tmp_path):
 def test_report_cli(tmp_path):
     make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG)
     make_run(tmp_path, "r101", "resnet101", coco=COCO_R101)
-    proc = run_tool("tools/report.py", tmp_path / "vgg", tmp_path / "r101", "--out", tmp_path / "out",
+    proc = run_tool("tools/report.py", tmp_path / "vgg", tmp_path / "r101", "--output-dir", tmp_path / "out",
                     "--names", "VGG-16", "ResNet-101")
     assert proc.returncode == 0, proc.stderr
     assert "| ResNet-101 | resnet101 |" in proc.stdout and "report.html" in proc.stdout
@@ -119,3 +124,119 @@ def test_report_renders_in_headless_chromium(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.stat().st_size > 10000
+
+
+def _table(paths, kind="coco"):
+    table = json.loads(paths["json"].read_text())["tables"][kind]
+    return table["columns"], {r[0]: dict(zip(table["columns"], r)) for r in table["rows"]}
+
+
+def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
+    paper = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG), make_run(tmp_path, "r101", "resnet101", coco=COCO_R101)]
+    head, _ = _table(write_report(paper, tmp_path / "paper"))
+    assert "paper AP50 / AP" in head and "relative" in head
+    for name, kw in (("coco2017", {"dataset": "coco_2017_val", "train": ["coco_2017_train"]}),
+                     ("narrow", {"width": 0.25}),  # the paper's splits, but not the paper's backbone
+                     ("embedded", {"dataset": "embedded_val", "train": ["embedded_train"]})):
+        runs = [make_run(tmp_path / name, "vgg", "vgg16", coco=COCO_VGG, **kw),
+                make_run(tmp_path / name, "r101", "resnet101", coco=COCO_R101, **kw)]
+        paths = write_report(runs, tmp_path / name / "report")
+        head, rows = _table(paths)
+        assert "paper AP50 / AP" not in head and "relative" not in head, name
+        assert "No paper column" in paths["markdown"].read_text()
+        assert rows["r101"][next(h for h in head if h.startswith("ΔAP"))] == "6.00"  # the delta stays
+
+
+def test_seeds_are_grouped_with_mean_sd_and_a_spread_verdict(tmp_path):
+    def coco(ap):
+        return {**COCO_VGG, "AP": ap, "AP50": 2 * ap}
+
+    runs = [make_run(tmp_path, f"vgg_s{s}", "vgg16", coco=coco(ap), seed=s) for s, ap in ((0, 20.0), (1, 22.0))]
+    runs += [make_run(tmp_path, f"r101_s{s}", "resnet101", coco=coco(ap), seed=s) for s, ap in ((0, 21.0), (1, 23.0))]
+    runs += [make_run(tmp_path, f"r50_s{s}", "resnet50", coco=coco(ap), seed=s) for s, ap in ((0, 30.0), (1, 31.0))]
+    runs.append(make_run(tmp_path, "r18", "resnet18", coco=coco(25.0)))
+    head, rows = _table(write_report(runs, tmp_path / "report"))
+    assert set(rows) == {"vgg", "r101", "r50", "r18"}
+    assert rows["vgg"]["seeds"] == 2 and rows["vgg"]["AP"] == "21.0 ± 1.4" and rows["r18"]["AP"] == "25.0"
+    delta = next(h for h in head if h.startswith("ΔAP"))
+    assert rows["r101"][delta] == "1.00" and rows["r101"]["Δ vs seed spread"] == "within seed spread (±2.00)"
+    assert rows["r50"][delta] == "9.50" and rows["r50"]["Δ vs seed spread"].startswith("beyond seed spread")
+    assert rows["r18"]["Δ vs seed spread"] == "n=1: seed spread unknown"
+
+
+def _classification_run(root: Path, model="resnet101", width=0.25, top1=59.0) -> Path:
+    run = root / f"pretrain_{model}"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model": model, "model_options": {"width": width},
+                                                 "dataset": "embedded", "image_size": 32, "iterations": 900,
+                                                 "batch_size": 64, "lr": 0.1}))
+    (run / "metrics.json").write_text(json.dumps({
+        "history": {"iteration": [300, 600, 900], "train_error": [80.0, 60.0, 45.0],
+                    "test_error": [82.0, 55.0, 100 - top1]},
+        "final": {"top1": top1, "top5": 95.0}, "images_seen": 57600, "val_images": 2000, "seconds": 171.0}))
+    (run / "model_final.pth").write_bytes(b"")
+    return run / "model_final.pth"
+
+
+def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tmp_path):
+    ckpt = _classification_run(tmp_path)
+    kw = {"dataset": "embedded_val", "train": ["embedded_train"], "width": 0.25}
+    runs = [make_run(tmp_path, "r101_pretrained", "resnet101", coco={**COCO_R101, "AP50": 30.0}, weights=str(ckpt),
+                     **kw),
+            make_run(tmp_path, "r101_scratch", "resnet101", coco={**COCO_R101, "AP50": 5.0}, **kw)]
+    paths = write_report(runs, tmp_path / "report", chance={"embedded_val": {"AP": 0.05, "AP50": 0.26}})
+    head, rows = _table(paths)
+    assert rows["r101_pretrained"]["init"] == "pretrained" and rows["r101_scratch"]["init"] == "scratch"
+    assert rows["r101_pretrained"]["AP50 / scratch AP50"] == "×6.0"
+    assert rows["r101_pretrained"]["ΔAP vs scratch"].startswith("0.00")  # same AP in both fabricated runs
+    assert rows["chance (random boxes)"]["AP50"] == "0.3"
+    md = paths["markdown"].read_text()
+    assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px, 900 iterations of 64 " \
+           "(57,600 images, lr 0.1), val top-1 error 41.0%" in md
+    assert "r101_scratch: resnet101 x0.25, from scratch" in md
+    assert "What differs between these configurations" in md and "MODEL.WEIGHTS" in md
+    assert "## Pretraining" in md and (tmp_path / "report" / "pretraining.png").stat().st_size > 2000
+
+
+def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path):
+    from PIL import Image
+
+    from detection.report.panel import DET_COLOUR, GT_COLOUR
+
+    data = tmp_path / "data"
+    (data / "img").mkdir(parents=True)
+    Image.new("RGB", (128, 128), (128, 128, 128)).save(data / "img" / "a.png")
+    gt = {"images": [{"id": 7, "file_name": "img/a.png", "width": 128, "height": 128}],
+          "annotations": [{"id": 1, "image_id": 7, "category_id": 1, "bbox": [10, 10, 50, 40], "area": 2000,
+                           "iscrowd": 0}], "categories": [{"id": 1, "name": "bag"}]}
+    (data / "gt.json").write_text(json.dumps(gt))
+    runs = []
+    for name, box in (("vgg", [60, 70, 40, 30]), ("r101", [20, 80, 30, 30])):
+        run = make_run(tmp_path, name, "vgg16" if name == "vgg" else "resnet101", coco=COCO_VGG,
+                       dataset="tiny_val", train=["tiny_train"])
+        metrics = json.loads((run / "metrics.json").read_text())
+        metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
+        (run / "metrics.json").write_text(json.dumps(metrics))
+        preds = [{"image_id": 7, "category_id": 1, "bbox": box, "score": 0.9},
+                 {"image_id": 7, "category_id": 1, "bbox": [100, 5, 20, 20], "score": 0.1}]  # below threshold
+        (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(json.dumps(preds))
+        runs.append(run)
+    paths = write_report(runs, tmp_path / "report")
+    panel = tmp_path / "report" / "qualitative.png"
+    assert panel.stat().st_size > 1000 and "qualitative.png" in paths["markdown"].read_text()
+    im = Image.open(panel).convert("RGB")
+    cell, header, scale = 256, 18, 2.0  # 128-px images drawn at 256 px, one column each: GT, vgg, r101
+
+    def px(col, x, y):
+        return im.getpixel((col * cell + round(x * scale), header + round(y * scale)))
+
+    assert px(0, 10, 35) == GT_COLOUR  # left edge of the ground-truth box
+    assert px(1, 60, 85) == DET_COLOUR and px(1, 10, 35) != GT_COLOUR  # vgg's own box, no GT drawn there
+    assert px(2, 20, 95) == DET_COLOUR and px(2, 60, 85) != DET_COLOUR  # r101's box, not vgg's
+    assert px(1, 100, 15) != DET_COLOUR  # the 0.1-score box is not drawn
+
+
+def test_report_cli_errors(tmp_path):
+    make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG)
+    proc = run_tool("tools/report.py", tmp_path / "vgg", "--output-dir", tmp_path / "out", "--baseline", "nope")
+    assert proc.returncode != 0 and "--baseline 'nope' names no run" in proc.stderr

@@ -9,31 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_tool
-from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
-
-SPEC = EmbeddedSpec(num_train=8, num_val=4, image_size=64, min_object=20, max_object=36, seed=5)
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_det")
-    generate_embedded_dataset(root, SPEC)
-    return root
-
-
-def det_args(data: Path, out: Path, max_iter: int = 4, *extra: str) -> list[str]:
-    return ["tools/train_det.py",
-            "--config-file", "configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
-            "--config-file", "configs/Embedded-Detection/smoke.yaml",
-            "--dataset-coco", "tiny_train", str(data / "annotations/instances_train.json"), str(data),
-            "--dataset-coco", "tiny_val", str(data / "annotations/instances_val.json"), str(data),
-            *extra,
-            "MODEL.BACKBONES.NAME", "resnet18", "DATASETS.TRAIN", '("tiny_train",)', "DATASETS.TEST",
-            '("tiny_val",)', "INPUT.MIN_SIZE_TRAIN", "(64,)", "INPUT.MAX_SIZE_TRAIN", "64", "INPUT.MIN_SIZE_TEST",
-            "64", "INPUT.MAX_SIZE_TEST", "64", "SOLVER.IMS_PER_BATCH", "2", "SOLVER.MAX_ITER", str(max_iter),
-            "SOLVER.CHECKPOINT_PERIOD", "2", "SOLVER.WARMUP_ITERS", "1", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "8",
-            "MODEL.RPN.POST_NMS_TOPK_TEST", "10", "DATALOADER.NUM_WORKERS", "0", "OUTPUT_DIR", str(out)]
+from conftest import det_args, run_tool
 
 
 def test_train_evaluate_and_outputs(tiny_data, tmp_path):

@@ -2,7 +2,7 @@
 """Convert a checkpoint (torchvision, timm, Detectron2 .pth/.pkl, MSRA Caffe2 .pkl, ours) into our format.
 
     python tools/convert_weights.py R-101.pkl R-101-ours.pth
-    python tools/convert_weights.py resnet50-v1.5.pth r50.pth --model resnet50 --option stride_in_1x1=False
+    python tools/convert_weights.py resnet50-v1.5.pth r50.pth --model resnet50 --model-option stride_in_1x1=False
     python tools/convert_weights.py vgg16.pth vgg16-features.pth --drop-classifier
 
 The architecture is inferred from the weights unless --model is given; loading is strict. Nothing in the source
@@ -30,8 +30,9 @@ def main(argv=None) -> int:
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--model", help="model name (backbones.list_models()); inferred when omitted")
-    ap.add_argument("--option", action="append", type=parse_option, default=[], metavar="KEY=VALUE",
-                    help="model option, e.g. stride_in_1x1=False (repeatable)")
+    ap.add_argument("--model-option", "--option", dest="option", action="append", type=parse_option, default=[],
+                    metavar="KEY=VALUE", help="model option, e.g. stride_in_1x1=False (repeatable; --option: the "
+                                              "old spelling, kept for one release)")
     ap.add_argument("--drop-classifier", action="store_true", help="do not convert the classifier (fc)")
     args = ap.parse_args(argv)
     try:

@@ -2,7 +2,7 @@
 """The degradation experiment (paper Figs. 1 and 6): plain vs residual nets of two or more depths, same budget.
 
     tools/degradation.py --models cifar_plain20 cifar_plain56 cifar_resnet20 cifar_resnet56 \\
-        --dataset fashion-mnist --iterations 600 --out output/degradation
+        --dataset fashion-mnist --iterations 600 --output-dir output/degradation
 
 Writes OUT/degradation.png (training error dashed, test error solid), OUT/degradation.md (table) and each run's
 directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the same models.
@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layer-responses", action="store_true", help="also plot Fig. 7 for the trained models")
-    ap.add_argument("--out", default="output/degradation")
+    ap.add_argument("--output-dir", "--out", dest="out", default="output/degradation",
+                    help="runs, curves and table (--out: the old spelling, kept for one release)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

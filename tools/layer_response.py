@@ -2,7 +2,7 @@
 """Paper Fig. 7: std of each 3x3 layer's response (after BN, before ReLU/addition) for trained checkpoints.
 
     tools/layer_response.py output/degradation/cifar_plain20/model_final.pth \\
-        output/degradation/cifar_resnet20/model_final.pth --dataset fashion-mnist --out responses.png
+        output/degradation/cifar_resnet20/model_final.pth --dataset fashion-mnist --output responses.png
 """
 
 import argparse
@@ -21,7 +21,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "cifar10", "embedded"])
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--max-images", type=int, default=2000)
-    ap.add_argument("--out", default="layer_responses.png")
+    ap.add_argument("--output", "--out", dest="out", default="layer_responses.png",
+                    help="the plot (PNG); --out: the old spelling, kept for one release")
     args = ap.parse_args(argv)
     _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
     results = {}

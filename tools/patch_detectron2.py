@@ -89,6 +89,24 @@ EDITS: tuple[Edit, ...] = (
     Edit("detectron2/utils/video_visualizer.py", "dtype=np.bool)", "dtype=bool)", count=1),
     # --- torch wheels without caffe2 ----------------------------------------------------------------------------
     Edit("detectron2/export/__init__.py", _EXPORT_INIT_OLD, _EXPORT_INIT_NEW),
+    # --- torch 2: native schedulers derive from LRScheduler, not _LRScheduler (upstream's later fix) ------------
+    Edit("detectron2/engine/hooks.py", "from collections import Counter\nimport torch\n",
+         "from collections import Counter\nimport torch\n\n"
+         "# torch >= 2.0: LRScheduler is the base class; _LRScheduler only a deprecated subclass of it\n"
+         "_LRSchedulerBase = getattr(torch.optim.lr_scheduler, \"LRScheduler\",\n"
+         "                           torch.optim.lr_scheduler._LRScheduler)\n",
+         why="save and restore the state of torch-native LR schedulers on resume"),
+    Edit("detectron2/engine/hooks.py", "isinstance(self.scheduler, torch.optim.lr_scheduler._LRScheduler)",
+         "isinstance(self.scheduler, _LRSchedulerBase)", count=2,
+         why="save and restore the state of torch-native LR schedulers on resume"),
+    # --- Python 3.11: random.sample() no longer takes a set -----------------------------------------------------
+    Edit("detectron2/data/common.py", "self._rng.sample(self._fallback_candidates, k=1)[0]",
+         "self._rng.sample(sorted(self._fallback_candidates), k=1)[0]",
+         why="MapDataset's retry after a failed sample raised TypeError on Python 3.11"),
+    # --- hostile configs: never fall back to yaml.unsafe_load (fvcore's CfgNode does when allow_unsafe) --------
+    Edit("detectron2/config/config.py", "def merge_from_file(self, cfg_filename: str, allow_unsafe: bool = True)",
+         "def merge_from_file(self, cfg_filename: str, allow_unsafe: bool = False)",
+         why="a YAML config with !!python tags must not run code (defence in depth; detection.config checks too)"),
 )
 
 MARKER = ".patched-by-resnet-detection-benchmark"

@@ -8,20 +8,18 @@ import os
 from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.data.datasets.coco import load_coco_json
 
-from .validation import sanitize_boxes
+from .validation import DatasetFormatError, sanitize_boxes
 
 __all__ = ["DatasetFormatError", "load_coco_checked", "register_coco"]
 
 
-class DatasetFormatError(ValueError):
-    """A dataset file that cannot be used; the message names the file (and line/key where known)."""
-
-
-def _diagnose(json_file: str, err: KeyError) -> str:
+def _diagnose(json_file: str, err: Exception) -> str:
     """Explain a KeyError of Detectron2's loader from the file itself (read again only on this error path)."""
     try:
         with open(json_file) as f:
             data = json.load(f)
+        if not data.get("categories"):
+            return "no categories; a COCO instances file lists its classes under 'categories'"
         cats = {c["id"] for c in data.get("categories", [])}
         images = {i["id"] for i in data.get("images", [])}
         for ann in data.get("annotations", []):
@@ -35,7 +33,7 @@ def _diagnose(json_file: str, err: KeyError) -> str:
                 return f"no '{key}' list (not a COCO instances file?)"
     except (OSError, json.JSONDecodeError, TypeError, AttributeError):
         pass
-    return f"missing key {err}"
+    return f"missing key {err}" if isinstance(err, KeyError) else f"cannot be read as COCO ({err})"
 
 
 def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None = None) -> list[dict]:
@@ -47,8 +45,13 @@ def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None 
     except json.JSONDecodeError as err:
         raise DatasetFormatError(f"{json_file}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") \
             from None
-    except KeyError as err:
+    except (KeyError, ValueError) as err:  # ValueError: e.g. min() of no categories
         raise DatasetFormatError(f"{json_file}: {_diagnose(json_file, err)}") from None
+    except (TypeError, AttributeError) as err:  # e.g. "images" is not a list of objects
+        raise DatasetFormatError(f"{json_file}: not a COCO instances file ({type(err).__name__}: {err})") from None
+    if dataset_name and not getattr(MetadataCatalog.get(dataset_name), "thing_classes", None):
+        raise DatasetFormatError(f"{json_file}: no categories; a COCO instances file lists its classes under "
+                                 "'categories'")
     missing = [d["file_name"] for d in dicts if not os.path.isfile(d["file_name"])]
     if missing:
         raise FileNotFoundError(f"{json_file}: {len(missing)} of {len(dicts)} images not found under {image_root}, "

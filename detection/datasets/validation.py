@@ -1,14 +1,29 @@
-"""Box sanity for dataset dicts: clip boxes to the image, drop empty ones, and say so (file and counts)."""
+"""Box sanity for dataset dicts: refuse malformed boxes, clip boxes to the image, drop empty ones, and say so
+(file and counts)."""
 
 from __future__ import annotations
 
 import logging
+import math
+from numbers import Real
 
 from detectron2.structures import BoxMode
 
-__all__ = ["sanitize_boxes"]
+__all__ = ["sanitize_boxes", "DatasetFormatError"]
 
 logger = logging.getLogger(__name__)
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file that cannot be used; the message names the file (and line/key where known)."""
+
+
+def _check_box(bbox, rec: dict, k: int, source: str) -> None:
+    ok = isinstance(bbox, (list, tuple)) and len(bbox) == 4 and all(
+        isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) for v in bbox)
+    if not ok:
+        raise DatasetFormatError(f"{source}: annotation {k} of image {rec.get('file_name')} (id "
+                                 f"{rec.get('image_id')}) has bbox {bbox!r}; a box is 4 finite numbers")
 
 
 def sanitize_boxes(dicts: list[dict], source: str, max_examples: int = 5) -> list[dict]:
@@ -18,7 +33,8 @@ def sanitize_boxes(dicts: list[dict], source: str, max_examples: int = 5) -> lis
     for rec in dicts:
         h, w = rec["height"], rec["width"]
         kept = []
-        for ann in rec.get("annotations", []):
+        for k, ann in enumerate(rec.get("annotations", [])):
+            _check_box(ann.get("bbox"), rec, k, source)
             x0, y0, x1, y1 = BoxMode.convert(list(ann["bbox"]), ann["bbox_mode"], BoxMode.XYXY_ABS)
             box = [min(max(x0, 0.0), w), min(max(y0, 0.0), h), min(max(x1, 0.0), w), min(max(y1, 0.0), h)]
             if box[2] <= box[0] or box[3] <= box[1]:

@@ -19,7 +19,7 @@ from PIL import Image
 from .validation import sanitize_boxes
 
 __all__ = ["VOC_CLASSES", "VOCFormatError", "parse_voc_xml", "load_voc_instances", "register_voc",
-           "discover_voc_classes"]
+           "discover_voc_classes", "load_voc_images", "register_voc_test_images"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,32 @@ def load_voc_instances(dirname: str, split: str, class_names: Sequence[str]) -> 
         dicts.append({"file_name": jpeg, "image_id": fileid, "height": rec["height"], "width": rec["width"],
                       "annotations": annotations})
     return sanitize_boxes(dicts, f"VOC {dirname} [{split}]")
+
+
+def load_voc_images(dirname: str, split: str) -> list[dict]:
+    """Dataset dicts of a split without public annotations (VOC 2012 test): file, id and size only."""
+    dicts = []
+    for fileid in _read_split(dirname, split):
+        jpeg = os.path.join(dirname, "JPEGImages", fileid + ".jpg")
+        try:
+            with Image.open(jpeg) as im:  # the header only: no decoding
+                width, height = im.size
+        except OSError as err:
+            raise VOCFormatError(f"{jpeg}: cannot read the image ({err})") from None
+        dicts.append({"file_name": jpeg, "image_id": fileid, "height": height, "width": width})
+    return dicts
+
+
+def register_voc_test_images(name: str, dirname: str, split: str, year: int,
+                             class_names: Sequence[str] = VOC_CLASSES) -> None:
+    """Register a VOC split without annotations: evaluation writes the official submission files instead of an AP
+    (evaluator_type "pascal_voc_submission")."""
+    if name in DatasetCatalog.list():
+        DatasetCatalog.remove(name)
+        MetadataCatalog.remove(name)
+    DatasetCatalog.register(name, lambda: load_voc_images(dirname, split))
+    MetadataCatalog.get(name).set(thing_classes=list(class_names), dirname=dirname, year=year, split=split,
+                                  evaluator_type="pascal_voc_submission")
 
 
 def register_voc(name: str, dirname: str, split: str, year: int = 2007,

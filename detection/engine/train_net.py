@@ -11,6 +11,7 @@ import torch
 from detectron2.engine import default_setup
 from detectron2.utils import comm
 
+from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
 from classification.engine.slurm import add_cluster_arguments, submit
 
@@ -35,16 +36,18 @@ def build_parser(description: str = "Faster R-CNN with backbones from `backbones
                         "configs/Embedded-Detection/smoke.yaml). Default: R-101-C4 on the embedded dataset")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT_DIR/last_checkpoint if present")
     p.add_argument("--eval-only", action="store_true", help="evaluate MODEL.WEIGHTS, no training")
-    p.add_argument("--num-gpus", type=int, default=1,
-                   help="processes per machine: one per GPU; on a machine without GPUs, CPU processes (gloo)")
-    p.add_argument("--num-machines", type=int, default=1)
-    p.add_argument("--machine-rank", type=int, default=0)
-    p.add_argument("--dist-url", default="auto", help="tcp://HOST:PORT of machine 0 ('auto': a free local port)")
     p.add_argument("--dataset-coco", nargs=3, action="append", default=[], metavar=("NAME", "JSON", "IMAGE_ROOT"),
                    help="register a COCO-format dataset under NAME (repeatable)")
-    p.add_argument("--dataset-voc", nargs="+", action="append", default=[], metavar="NAME DIR SPLIT [CLASS ...]",
-                   help="register a VOC-layout directory: NAME DIR SPLIT [class names...] (repeatable)")
-    p.add_argument("opts", nargs=argparse.REMAINDER, default=[], help="KEY VALUE config overrides")
+    p.add_argument("--dataset-voc", nargs=3, action="append", default=[], metavar=("NAME", "DIR", "SPLIT"),
+                   help="register a VOC-layout directory under NAME (repeatable); classes: --voc-classes")
+    p.add_argument("--voc-classes", default=None, metavar="CLASS,CLASS,...",
+                   help="class names of every --dataset-voc (default: PASCAL VOC's 20 for VOC* directories, else "
+                        "the classes found in the split's annotations)")
+    p.add_argument("--default-benchmark", action="store_true",
+                   help="deprecated alias of tools/main_job.py (the README's main job); removed in the next release")
+    p.add_argument("opts", nargs=argparse.REMAINDER, default=[],
+                   help="KEY VALUE config overrides (last, after every --flag)")
+    add_launch_arguments(p)
     add_cluster_arguments(p)
     return p
 
@@ -52,23 +55,55 @@ def build_parser(description: str = "Faster R-CNN with backbones from `backbones
 def register_cli_datasets(args: argparse.Namespace) -> None:
     for name, json_file, image_root in args.dataset_coco:
         register_coco(name, json_file, image_root)
-    for spec in args.dataset_voc:
-        if len(spec) < 3:
-            raise SystemExit(f"--dataset-voc needs NAME DIR SPLIT [classes...], got {spec}")
-        register_voc(spec[0], spec[1], spec[2], class_names=spec[3:] or None)
+    classes = [c.strip() for c in args.voc_classes.split(",") if c.strip()] if args.voc_classes else None
+    for name, dirname, split in args.dataset_voc:
+        register_voc(name, dirname, split, class_names=classes)
+
+
+def config_overrides(opts: list[str]) -> list[str]:
+    """The KEY VALUE pairs after the flags, or a SystemExit that says what is wrong with them."""
+    opts = list(opts)
+    if opts and opts[0] == "--":
+        opts = opts[1:]
+    flags = [o for o in opts if o.startswith("--")]
+    if flags:
+        raise SystemExit(f"error: {flags[0]} appears among the KEY VALUE config overrides; every --flag must come "
+                         "before the first KEY (overrides go last)")
+    if len(opts) % 2:
+        raise SystemExit(f"error: config overrides must be KEY VALUE pairs, got an odd number ({len(opts)}): {opts}")
+    keys = opts[::2]
+    bad = [k for k in keys if k.upper() != k or not k[:1].isalpha()]
+    if bad:
+        raise SystemExit(f"error: {bad[0]!r} is not a config key (KEY VALUE pairs such as SOLVER.MAX_ITER 1000). "
+                         "--dataset-voc takes exactly NAME DIR SPLIT; give its classes with --voc-classes a,b,c")
+    return opts
+
+
+def check_output_dir(cfg, args: argparse.Namespace) -> None:
+    """Refuse to write over a finished or started run: training needs --resume to continue it, evaluation a new
+    OUTPUT_DIR (tools/train_cls.py refuses the same way)."""
+    if args.resume:
+        return
+    out = cfg.OUTPUT_DIR
+    found = [f for f in ("last_checkpoint", "model_final.pth", "metrics.json") if os.path.isfile(os.path.join(out, f))]
+    if not found:
+        return
+    what = "evaluate into it" if args.eval_only else "train into it"
+    raise SystemExit(f"error: OUTPUT_DIR {out} already holds a run ({', '.join(found)}); refusing to {what} and "
+                     "overwrite it. Pass --resume to continue that run, or choose another OUTPUT_DIR.")
 
 
 def setup(args: argparse.Namespace):
     """Config from file + overrides (+ the weights' conventions), datasets, logging, OUTPUT_DIR/config.yaml."""
     register_cli_datasets(args)  # in every process: spawned workers do not inherit registrations
-    opts = list(args.opts)
-    if opts and opts[0] == "--":
-        opts = opts[1:]
-    if len(opts) % 2:
-        raise SystemExit(f"config overrides must be KEY VALUE pairs, got an odd number: {opts}")
-    cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, opts, freeze=False)
+    cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=False)
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
     cfg.freeze()
+    if args.eval_only and not cfg.MODEL.WEIGHTS and not (
+            args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
+        raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "
+                         "--resume with an OUTPUT_DIR that holds a checkpoint); it would evaluate a random model")
+    check_output_dir(cfg, args)
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
@@ -79,7 +114,8 @@ def main(args: argparse.Namespace):
     cfg = setup(args)
     if args.eval_only:
         model = Trainer.build_model(cfg)
-        BackbonesCheckpointer(model, save_dir=cfg.OUTPUT_DIR).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
+        BackbonesCheckpointer(model, save_dir=cfg.OUTPUT_DIR, strict_backbone=cfg.MODEL.BACKBONES.STRICT_LOAD
+                              ).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
         return Trainer.test(cfg, model)
     trainer = Trainer(cfg)
     trainer.resume_or_load(resume=args.resume)
@@ -102,16 +138,25 @@ def launch(args: argparse.Namespace):
 
 
 def run(argv: list[str] | None = None):
-    """Parse the command line; submit to Slurm with --slurm, else run here."""
+    """Parse the command line; submit to Slurm with --slurm, else run here. Errors caused by the input (a missing
+    or hostile file, an unknown key, unusable weights or images, ...) print one line naming the problem; the
+    traceback goes to OUTPUT_DIR/log.txt and, with --debug, to the terminal."""
     args = build_parser().parse_args(argv)
-    if args.slurm:
-        cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, [o for o in args.opts if o != "--"],
-                                freeze=True)
-        if args.cluster in (None, "slurm"):
-            args.num_gpus = args.gpus_per_node  # one worker per GPU of each node
-        job = submit(launch, args, output_dir=cfg.OUTPUT_DIR, job_name="train_det")
-        print(f"submitted {job.job_id}")
-        return job
-    if comm.get_world_size() > 1:
-        raise SystemExit("run() must be called outside a process group")
-    return launch(args)
+    if args.default_benchmark:
+        from .main_job import main as main_job
+
+        raise SystemExit(main_job([]))
+    with user_errors(args.debug):
+        if args.slurm:
+            # The submitting host only needs OUTPUT_DIR: the weights are read on the cluster, not here.
+            cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=True,
+                                    read_weights=False)
+            if args.cluster in (None, "slurm"):
+                args.num_gpus = args.gpus_per_node  # one worker per GPU of each node
+            job = submit(launch, args, output_dir=cfg.OUTPUT_DIR, job_name="train_det")
+            print(f"submitted {job.job_id}")
+            return job
+        if comm.get_world_size() > 1:
+            raise SystemExit("run() must be called outside a process group")
+        warn_oversubscription(args.num_gpus)
+        return launch(args)

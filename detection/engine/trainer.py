@@ -27,6 +27,8 @@ from detectron2.utils.events import CommonMetricPrinter, JSONWriter, Tensorboard
 from detectron2.utils.logger import setup_logger
 from torch.nn.parallel import DistributedDataParallel
 
+from backbones.checkpoint_io import atomic_write_text
+
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
 from .data import build_test_loader, build_train_loader
@@ -86,14 +88,19 @@ class FiniteWeightsGuard(hooks.HookBase):
                                      f"{bad[:3]}); not saving; the last good checkpoint is {last}")
 
 
+def dataset_files(name: str) -> dict:
+    """Where a registered dataset's annotations and images are (what a report needs to draw ground truth)."""
+    from detectron2.data import MetadataCatalog
+
+    meta = MetadataCatalog.get(name)
+    return {k: getattr(meta, k) for k in ("json_file", "image_root", "dirname", "split", "evaluator_type")
+            if hasattr(meta, k)}
+
+
 def write_metrics(output_dir: str, results: dict, extra: dict | None = None) -> str:
     """OUTPUT_DIR/metrics.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
     path = os.path.join(output_dir, "metrics.json")
-    payload = {"evaluation": results, **(extra or {})}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2, default=float)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"evaluation": results, **(extra or {})}, indent=2, default=float))
     return path
 
 
@@ -112,7 +119,8 @@ class Trainer(DefaultTrainer):
         use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
         self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
         self.scheduler = self.build_lr_scheduler(cfg, optimizer)
-        self.checkpointer = BackbonesCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self))
+        self.checkpointer = BackbonesCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self),
+                                                  strict_backbone=cfg.MODEL.BACKBONES.STRICT_LOAD)
         self.start_iter = 0
         self.max_iter = cfg.SOLVER.MAX_ITER
         self.cfg = cfg
@@ -174,12 +182,15 @@ class Trainer(DefaultTrainer):
 
     @classmethod
     def test(cls, cfg, model, evaluators=None):
-        """Evaluate on every DATASETS.TEST entry; rank 0 writes OUTPUT_DIR/metrics.json."""
+        """Evaluate on every DATASETS.TEST entry (with `evaluators[i]` for the i-th when given, else the dataset's
+        own evaluator); rank 0 writes OUTPUT_DIR/metrics.json."""
+        if evaluators is not None and len(evaluators) != len(cfg.DATASETS.TEST):
+            raise ValueError(f"{len(evaluators)} evaluators for {len(cfg.DATASETS.TEST)} DATASETS.TEST entries")
         results: OrderedDict = OrderedDict()
         timing = {}
-        for name in cfg.DATASETS.TEST:
+        for i, name in enumerate(cfg.DATASETS.TEST):
             loader = cls.build_test_loader(cfg, name)
-            evaluator = cls.build_evaluator(cfg, name)
+            evaluator = evaluators[i] if evaluators is not None else cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
             results[name] = inference_on_dataset(model, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
@@ -191,5 +202,6 @@ class Trainer(DefaultTrainer):
                 pass
             write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
                           {"iterations_completed": completed, "eval_seconds": timing,
-                           "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS})
+                           "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS,
+                           "datasets": {name: dataset_files(name) for name in cfg.DATASETS.TEST}})
         return results if len(results) > 1 else next(iter(results.values()), results)

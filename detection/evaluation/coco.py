@@ -84,18 +84,69 @@ def evaluate_coco(coco_gt, results: list[dict], *, backend: str = "faster_coco_e
     return CocoEvalSummary(stats, per_cat, rec_thrs, curves, backend, len(results))
 
 
+def write_coco_ground_truth(dataset_name: str, path: str) -> dict:
+    """A registered dataset that is not a COCO json (e.g. VOC) as a COCO ground-truth file for COCO AP.
+
+    Image ids become integers 1..N (VOC's are strings, which faster-coco-eval rejects); the returned mapping takes
+    the dataset's ids to them. `difficult` objects are written as crowd regions (iscrowd 1): detections on them
+    count neither as true nor as false positives, as in VOC's own evaluation.
+    """
+    from detectron2.data import DatasetCatalog, MetadataCatalog
+    from detectron2.structures import BoxMode
+
+    meta = MetadataCatalog.get(dataset_name)
+    mapping = getattr(meta, "thing_dataset_id_to_contiguous_id", None)
+    reverse = {v: k for k, v in mapping.items()} if mapping else None
+    images, annotations, ids = [], [], {}
+    for k, rec in enumerate(DatasetCatalog.get(dataset_name), start=1):
+        ids[rec.get("image_id", k)] = k
+        images.append({"id": k, "width": int(rec["width"]), "height": int(rec["height"]),
+                       "file_name": str(rec["file_name"])})
+        for a in rec.get("annotations", []):
+            x, y, w, h = BoxMode.convert(list(a["bbox"]), a["bbox_mode"], BoxMode.XYWH_ABS)
+            crowd = int(bool(a.get("iscrowd", 0)) or bool(a.get("difficult", 0)))
+            cat = reverse[a["category_id"]] if reverse else a["category_id"]
+            annotations.append({"id": len(annotations) + 1, "image_id": k, "bbox": [x, y, w, h],
+                                "area": float(w * h), "iscrowd": crowd, "category_id": int(cat)})
+    cats = [{"id": reverse[i] if reverse else i, "name": n} for i, n in enumerate(meta.thing_classes)]
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"images": images, "annotations": annotations, "categories": cats}, f)
+    return ids
+
+
 class COCOEvaluator(_D2COCOEvaluator):
-    """Detectron2's COCOEvaluator (inference, gathering, json conversion) with our evaluation step:
-    `backend` faster-coco-eval (default; needs no compiled Detectron2) or pycocotools, boxes only."""
+    """Detectron2's COCOEvaluator (inference, gathering) with our evaluation step: `backend` faster-coco-eval
+    (default; needs no compiled Detectron2) or pycocotools, boxes only. Datasets registered without a COCO json
+    (VOC) are converted by `write_coco_ground_truth` (integer image ids, difficult objects ignored)."""
 
     def __init__(self, dataset_name: str, output_dir: str | None = None, *, backend: str = "faster_coco_eval",
                  distributed: bool = True):
+        from detectron2.data import MetadataCatalog
+
         _cocoeval_class(backend)  # fail early on an unknown/uninstalled backend
+        meta = MetadataCatalog.get(dataset_name)
+        if not hasattr(meta, "json_file"):
+            if output_dir is None:
+                raise ValueError(f"COCO AP of {dataset_name!r} (not a COCO json dataset) needs an output_dir for "
+                                 "its converted ground truth")
+            path = os.path.join(output_dir, f"{dataset_name}_coco_format.json")
+            # kept on the metadata: later evaluators of this dataset (periodic evaluation) reuse file and ids
+            meta.set(json_file=path, coco_image_ids=write_coco_ground_truth(dataset_name, path))
+        self._id_map = getattr(meta, "coco_image_ids", None)
         super().__init__(dataset_name, tasks=("bbox",), distributed=distributed, output_dir=output_dir,
                          use_fast_impl=False)
         self._backend = backend
 
     def _eval_predictions(self, predictions, img_ids=None):
+        if self._id_map is not None:
+            unknown = [p["image_id"] for p in predictions if p["image_id"] not in self._id_map]
+            if unknown:
+                raise KeyError(f"predictions for image ids {unknown[:5]} that are not in {self._metadata.name}")
+            for p in predictions:
+                for r in p["instances"]:
+                    r["image_id"] = self._id_map[r["image_id"]]
+            img_ids = None if img_ids is None else [self._id_map[i] for i in img_ids]
         coco_results = list(itertools.chain(*[x["instances"] for x in predictions]))
         mapping = getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None)
         if mapping:

@@ -13,6 +13,7 @@ import os
 from collections import OrderedDict, defaultdict
 
 import numpy as np
+import torch
 from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.evaluation import DatasetEvaluator
 from detectron2.evaluation.pascal_voc_evaluation import voc_ap
@@ -35,14 +36,22 @@ def _iou_plus1(box: np.ndarray, gts: np.ndarray) -> np.ndarray:
 
 def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric: bool):
     """gt: image_id -> (boxes [N,4] 1-based, difficult [N] bool); dets: (image_id, score, box 1-based).
-    Returns (recall, precision, ap) as py-faster-rcnn's voc_eval."""
+    Returns (recall, precision, ap) as py-faster-rcnn's voc_eval. Refuses what it cannot score correctly: a
+    non-finite score (sorting by it would misorder the valid detections) or an image without ground truth entry
+    (the references raise too). A class without non-difficult ground truth gets AP 0, as the references."""
+    bad = next((d for d in dets if not np.isfinite(d[1])), None)
+    if bad is not None:
+        raise FloatingPointError(f"detection score {bad[1]} on image {bad[0]!r}: scores must be finite numbers")
+    unknown = next((d[0] for d in dets if d[0] not in gt), None)
+    if unknown is not None:
+        raise KeyError(f"detections on image {unknown!r}, which is not in the ground truth of this dataset")
     npos = sum(int((~d).sum()) for _, d in gt.values())
     taken = {img: np.zeros(len(b), dtype=bool) for img, (b, _) in gt.items()}
     order = sorted(range(len(dets)), key=lambda i: -dets[i][1])
     tp, fp = np.zeros(len(dets)), np.zeros(len(dets))
     for rank, i in enumerate(order):
         img, _, box = dets[i]
-        boxes, difficult = gt.get(img, (np.zeros((0, 4)), np.zeros(0, dtype=bool)))
+        boxes, difficult = gt[img]
         if len(boxes):
             ious = _iou_plus1(np.asarray(box, dtype=float), boxes)
             j = int(np.argmax(ious))
@@ -57,7 +66,7 @@ def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric
     fp, tp = np.cumsum(fp), np.cumsum(tp)
     rec = tp / float(npos) if npos else np.zeros_like(tp)
     prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
-    return rec, prec, voc_ap(rec, prec, use_07_metric) if npos else float("nan")
+    return rec, prec, voc_ap(rec, prec, use_07_metric) if npos else 0.0
 
 
 class VOCDetectionEvaluator(DatasetEvaluator):
@@ -78,6 +87,9 @@ class VOCDetectionEvaluator(DatasetEvaluator):
     def process(self, inputs, outputs):
         for inp, out in zip(inputs, outputs):
             inst = out["instances"].to("cpu")
+            if not torch.isfinite(inst.scores).all():
+                raise FloatingPointError(f"{self._dataset_name}: non-finite detection scores on image "
+                                         f"{inp['image_id']!r}; refusing to compute an AP from them")
             boxes = inst.pred_boxes.tensor.numpy().astype(float)
             for box, score, cls in zip(boxes, inst.scores.tolist(), inst.pred_classes.tolist()):
                 x0, y0, x1, y1 = box  # back to VOC's 1-based inclusive pixels (inverse of the loader)
@@ -107,6 +119,10 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                 for c, items in part.items():
                     preds[c].extend(items)
         gt = self._ground_truth()
+        for c, name in enumerate(self._class_names):
+            if not any((~d).any() for _, d in gt[c].values()):
+                logger.warning(f"{self._dataset_name}: class {name!r} has no non-difficult ground truth; its AP "
+                               "counts as 0 in the mean, as in the VOC devkit and Detectron2")
         ap07, ap_area, per_iou, curves = {}, {}, defaultdict(list), {}
         for c, name in enumerate(self._class_names):
             dets = preds.get(c, [])
@@ -118,12 +134,11 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                 per_iou[t].append(voc_eval_class(gt[c], dets, t / 100.0, self._is_2007)[2])
         primary = ap07 if self._is_2007 else ap_area
 
-        def mean(values) -> float:
-            v = [x for x in values if not np.isnan(x)]
-            return float(np.mean(v) * 100) if v else float("nan")
+        def mean(values) -> float:  # every class counts (voc_eval_class never returns NaN)
+            return float(np.mean(list(values)) * 100)
 
         map_at = {t: mean(per_iou[t]) for t in range(50, 100, 5)}
-        res = OrderedDict(AP=float(np.nanmean(list(map_at.values()))), AP50=map_at[50], AP75=map_at[75],
+        res = OrderedDict(AP=float(np.mean(list(map_at.values()))), AP50=map_at[50], AP75=map_at[75],
                           mAP50_voc07=mean(ap07.values()), mAP50_area=mean(ap_area.values()))
         res.update({f"AP50-{name}": float(primary[name] * 100) for name in self._class_names})
         logger.info(f"{self._dataset_name}: mAP@0.5 {res['AP50']:.2f} ({'VOC07 11-point' if self._is_2007 else 'area'})"

@@ -1,4 +1,9 @@
-"""Backbone adapters: any `backbones` model as a Detectron2 `Backbone`, built from MODEL.BACKBONES.*."""
+"""Backbone adapters: any `backbones` model as a Detectron2 `Backbone`, built from MODEL.BACKBONES.*.
+
+`BackbonesRCNN` (meta_arch.py) builds the `backbones` model once and hands its stages to the trunk here and to the
+RoI head; the registered builders below (`build_backbones_trunk`, `build_backbones_fpn_backbone`) build a model of
+their own, for use in any other Detectron2 meta-architecture.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,15 @@ from detectron2.modeling import BACKBONE_REGISTRY, Backbone
 from detectron2.modeling.backbone.fpn import FPN, LastLevelMaxPool
 
 from backbones import FeatureNet, create_model
+from backbones.features import run_stages
 
-__all__ = ["BackboneSpec", "BackbonesTrunk", "build_backbones_model", "build_backbones_trunk",
-           "build_backbones_fpn_backbone"]
+__all__ = ["BackboneSpec", "BackbonesTrunk", "backbone_spec_from_cfg", "build_backbones_model",
+           "trunk_from_model", "fpn_from_trunk", "build_backbones_trunk", "build_backbones_fpn_backbone"]
 
 
 @dataclass(frozen=True)
 class BackboneSpec:
-    """How the detector's `backbones` model was built: enough to rebuild it for loading pretrained weights."""
+    """How the detector's `backbones` model is built (from MODEL.BACKBONES.*)."""
 
     name: str
     options: dict = field(default_factory=dict)
@@ -29,7 +35,7 @@ class BackboneSpec:
 
 def backbone_spec_from_cfg(cfg) -> BackboneSpec:
     b = cfg.MODEL.BACKBONES
-    options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT}
+    options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT, "width": b.WIDTH}
     if b.NAME.startswith("vgg"):
         # vgg16 has no norm layers; vgg16_bn takes MODEL.BACKBONES.NORM for its BN layers.
         options["norm"] = b.NORM if b.NAME.endswith("_bn") else ""
@@ -54,7 +60,7 @@ class BackbonesTrunk(Backbone):
     RoI head).
     """
 
-    def __init__(self, model: FeatureNet, out_features: list[str], spec: BackboneSpec | None = None):
+    def __init__(self, model: FeatureNet, out_features: list[str]):
         super().__init__()
         names = model.stage_names
         unknown = [f for f in out_features if f not in names]
@@ -68,37 +74,37 @@ class BackbonesTrunk(Backbone):
         self._out_features = list(out_features)
         self._out_feature_channels = {f: info[f].channels for f in out_features}
         self._out_feature_strides = {f: info[f].stride for f in out_features}
-        self.spec = spec
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         if x.dim() != 4:
             raise ValueError(f"expected a (N, C, H, W) batch, got shape {tuple(x.shape)}")
-        outputs = {}
-        for name in self.stage_names:
-            x = getattr(self, name)(x)
-            if name in self._out_features:
-                outputs[name] = x
-        return outputs
+        return dict(run_stages(((n, getattr(self, n)) for n in self.stage_names), x, self._out_features))
+
+
+def trunk_from_model(cfg, model: FeatureNet) -> BackbonesTrunk:
+    return BackbonesTrunk(model, list(cfg.MODEL.BACKBONES.OUT_FEATURES))
+
+
+def fpn_from_trunk(cfg, bottom_up: BackbonesTrunk) -> FPN:
+    """Detectron2's FPN on res2..res5 of a `backbones` ResNet / plain net."""
+    return FPN(bottom_up=bottom_up, in_features=cfg.MODEL.FPN.IN_FEATURES, out_channels=cfg.MODEL.FPN.OUT_CHANNELS,
+               norm=cfg.MODEL.FPN.NORM, top_block=LastLevelMaxPool(), fuse_type=cfg.MODEL.FPN.FUSE_TYPE)
+
+
+def _check_input(input_shape: ShapeSpec) -> None:
+    if input_shape.channels != 3:
+        raise ValueError(f"backbones models take 3 input channels, the config gives {input_shape.channels}")
 
 
 @BACKBONE_REGISTRY.register()
 def build_backbones_trunk(cfg, input_shape: ShapeSpec) -> BackbonesTrunk:
     """C4 and VGG detectors: shared features from the trunk (ResNet up to res4, VGG up to conv5_3; stride 16)."""
-    if input_shape.channels != 3:
-        raise ValueError(f"backbones models take 3 input channels, the config gives {input_shape.channels}")
-    spec = backbone_spec_from_cfg(cfg)
-    return BackbonesTrunk(spec.build(), list(cfg.MODEL.BACKBONES.OUT_FEATURES), spec)
+    _check_input(input_shape)
+    return trunk_from_model(cfg, build_backbones_model(cfg))
 
 
 @BACKBONE_REGISTRY.register()
 def build_backbones_fpn_backbone(cfg, input_shape: ShapeSpec) -> FPN:
     """Detectron2's FPN on res2..res5 of a `backbones` ResNet / plain net."""
-    bottom_up = build_backbones_trunk(cfg, input_shape)
-    return FPN(
-        bottom_up=bottom_up,
-        in_features=cfg.MODEL.FPN.IN_FEATURES,
-        out_channels=cfg.MODEL.FPN.OUT_CHANNELS,
-        norm=cfg.MODEL.FPN.NORM,
-        top_block=LastLevelMaxPool(),
-        fuse_type=cfg.MODEL.FPN.FUSE_TYPE,
-    )
+    _check_input(input_shape)
+    return fpn_from_trunk(cfg, trunk_from_model(cfg, build_backbones_model(cfg)))

@@ -1,0 +1,85 @@
+"""The qualitative panel: a few val images, ground truth beside each detector's boxes (people look at detections
+before tables).
+
+Ground truth comes from the evaluated dataset's COCO json (recorded in the run's metrics.json), detections from
+the run's `inference/<dataset>/coco_instances_results.json` (what COCOEvaluator scored), so the picture shows
+exactly what the numbers were computed from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+
+__all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR"]
+
+SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, at most MAX_BOXES per image
+MAX_BOXES = 10
+GT_COLOUR = (0, 200, 0)
+DET_COLOUR = (255, 40, 40)
+_HEADER = 18
+
+
+def _boxes_by_image(items: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = defaultdict(list)
+    for a in items:
+        out[a["image_id"]].append(a)
+    return out
+
+
+def _draw_cell(image: Image.Image, scale: float, boxes: list[dict], names: dict[int, str], colour,
+               font) -> Image.Image:
+    cell = image.resize((round(image.width * scale), round(image.height * scale)), Image.BILINEAR)
+    draw = ImageDraw.Draw(cell)
+    for b in boxes:
+        x, y, w, h = (v * scale for v in b["bbox"])
+        draw.rectangle([x, y, x + w, y + h], outline=colour, width=2)
+        label = names.get(b["category_id"], str(b["category_id"]))
+        if "score" in b:
+            label += f" {b['score']:.2f}"
+        draw.text((x + 2, y + 1), label, fill=colour, font=font)
+    return cell
+
+
+def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path, out_file: Path, *,
+               num_images: int = 4) -> tuple[Path, list[int]]:
+    """Draw `num_images` images (the first ones of `gt_json`) as rows: ground truth, then one cell per
+    (title, predictions file) column. Returns (the PNG, the image ids drawn)."""
+    gt = json.loads(Path(gt_json).read_text())
+    names = {c["id"]: c["name"] for c in gt.get("categories", [])}
+    images = sorted(gt.get("images", []), key=lambda im: im["id"])[:num_images]
+    if not images:
+        raise ValueError(f"{gt_json}: no images to draw")
+    gt_boxes = _boxes_by_image(gt.get("annotations", []))
+    dets = []
+    for title, path in columns:
+        results = json.loads(Path(path).read_text())
+        keep = [d for d in results if d.get("score", 0.0) >= SCORE_THRESHOLD]
+        by_image = _boxes_by_image(keep)
+        dets.append((title, {k: sorted(v, key=lambda d: -d["score"])[:MAX_BOXES] for k, v in by_image.items()}))
+    font = ImageFont.load_default()
+    rows = []
+    for im in images:
+        with Image.open(Path(image_root) / im["file_name"]) as f:
+            image = f.convert("RGB")
+        scale = max(1.0, 256 / max(image.size))
+        cells = [_draw_cell(image, scale, gt_boxes.get(im["id"], []), names, GT_COLOUR, font)]
+        cells += [_draw_cell(image, scale, by_image.get(im["id"], []), names, DET_COLOUR, font)
+                  for _, by_image in dets]
+        rows.append(cells)
+    cw = max(c.width for cells in rows for c in cells)
+    ch = max(c.height for cells in rows for c in cells)
+    titles = ["ground truth"] + [t for t, _ in dets]
+    canvas = Image.new("RGB", (cw * len(titles), _HEADER + ch * len(rows)), "white")
+    draw = ImageDraw.Draw(canvas)
+    for j, t in enumerate(titles):
+        draw.text((j * cw + 4, 3), t, fill=(0, 0, 0), font=font)
+    for i, cells in enumerate(rows):
+        for j, cell in enumerate(cells):
+            canvas.paste(cell, (j * cw, _HEADER + i * ch))  # images of other sizes: top-left aligned
+    out_file = Path(out_file)
+    canvas.save(out_file)
+    return out_file, [im["id"] for im in images]

@@ -1,0 +1,199 @@
+"""Reading what a run directory says about itself: configuration, evaluation, training log, pretraining.
+
+A detection run is an OUTPUT_DIR of tools/train_det.py (config.yaml, metrics.json, training_log.json,
+inference/<dataset>/...). When its MODEL.WEIGHTS is a classification checkpoint of tools/train_cls.py, the
+pretraining run beside that checkpoint (config.json, metrics.json) is read too, so the report can say how the
+backbone was pretrained instead of assuming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+__all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "COCO_COLUMNS", "VOC_COLUMNS"]
+
+COCO_COLUMNS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+VOC_COLUMNS = ("AP50", "mAP50_voc07", "mAP50_area", "AP", "AP75")
+
+
+@dataclass
+class PretrainInfo:
+    """A classification run of tools/train_cls.py (the source of a detector's MODEL.WEIGHTS)."""
+
+    path: str
+    model: str = "?"
+    width: float = 1.0
+    dataset: str = "?"
+    image_size: int | None = None
+    iterations: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    images_seen: int | None = None
+    top1_error: float | None = None  # final, on the val split
+    top5_error: float | None = None
+    val_images: int | None = None
+    seconds: float | None = None
+    history: dict = field(default_factory=dict)  # iteration, train_error, test_error, ...
+
+
+@dataclass
+class RunResult:
+    name: str
+    path: str
+    status: str  # "finished", "no metrics (training or crashed)", "crashed (see log.txt)", ...
+    backbone: str = "?"
+    width: float = 1.0
+    weights: str = ""
+    pretraining: PretrainInfo | None = None
+    seed: int | None = None
+    config: dict = field(default_factory=dict)  # config.yaml as written by the run
+    arch: str = ""  # "<backbone builder> / <RoI heads>"
+    dataset: str = ""  # the evaluated (first test) dataset
+    train_datasets: tuple[str, ...] = ()
+    kind: str = ""  # "coco" or "voc"
+    iterations: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    per_category: dict[str, float] = field(default_factory=dict)
+    pr: dict[str, dict] = field(default_factory=dict)  # "iou50"/"iou75" -> {"recall": [...], "precision": [...]}
+    train_log: list[dict] = field(default_factory=list)
+    dataset_files: dict = field(default_factory=dict)  # json_file / image_root of the evaluated dataset
+    gmacs: float | None = None
+
+    @property
+    def init(self) -> str:
+        """"pretrained" (MODEL.WEIGHTS given) or "scratch"."""
+        return "pretrained" if self.weights else "scratch"
+
+    @property
+    def predictions_file(self) -> Path:
+        return Path(self.path) / "inference" / self.dataset / "coco_instances_results.json"
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _read_train_log(path: Path) -> list[dict]:
+    rows = []
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def _mean_curve(curves: dict[str, list]) -> list[float | None]:
+    cols = list(zip(*curves.values())) if curves else []
+    out = []
+    for col in cols:
+        vals = [v for v in col if v is not None]
+        out.append(sum(vals) / len(vals) if vals else None)
+    return out
+
+
+def load_pretraining(weights: str) -> PretrainInfo | None:
+    """The classification run that wrote `weights` (its config.json and metrics.json beside it), or None."""
+    if not weights or "://" in weights:
+        return None
+    run = Path(weights).parent
+    cfg, metrics = _read_json(run / "config.json"), _read_json(run / "metrics.json")
+    if not isinstance(cfg, dict) or not isinstance(metrics, dict):
+        return None
+    history = metrics.get("history") or {}
+    final = metrics.get("final") or {}
+    info = PretrainInfo(path=str(run), model=str(cfg.get("model", "?")),
+                        width=float((cfg.get("model_options") or {}).get("width", 1.0)),
+                        dataset=str(cfg.get("dataset", "?")), image_size=cfg.get("image_size"),
+                        iterations=cfg.get("iterations"), batch_size=cfg.get("batch_size"), lr=cfg.get("lr"),
+                        images_seen=metrics.get("images_seen"), val_images=metrics.get("val_images"),
+                        seconds=metrics.get("seconds"), history=history)
+    if "top1" in final:
+        info.top1_error, info.top5_error = 100.0 - float(final["top1"]), 100.0 - float(final.get("top5", 0.0))
+    return info
+
+
+def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
+    path = Path(path)
+    run = RunResult(name=name or path.name, path=str(path), status="no metrics (training or crashed)")
+    if not path.is_dir():
+        run.status = "missing (no such directory)"
+        return run
+    cfg = {}
+    if (path / "config.yaml").is_file():
+        try:
+            cfg = yaml.safe_load((path / "config.yaml").read_text()) or {}
+        except yaml.YAMLError as err:
+            run.status = f"unreadable config.yaml ({str(err).splitlines()[0]})"
+            return run
+    run.config = cfg if isinstance(cfg, dict) else {}
+    model = run.config.get("MODEL", {}) or {}
+    bb = model.get("BACKBONES", {}) or {}
+    run.backbone = bb.get("NAME", model.get("BACKBONE", {}).get("NAME", "?"))
+    run.width = float(bb.get("WIDTH", 1.0))
+    run.weights = str(model.get("WEIGHTS", "") or "")
+    run.pretraining = load_pretraining(run.weights)
+    seed = run.config.get("SEED")
+    run.seed = int(seed) if isinstance(seed, int) and seed >= 0 else None
+    run.arch = f"{model.get('BACKBONE', {}).get('NAME', '')} / {model.get('ROI_HEADS', {}).get('NAME', '')}"
+    run.iterations = run.config.get("SOLVER", {}).get("MAX_ITER")
+    datasets = run.config.get("DATASETS", {}) or {}
+    tests = datasets.get("TEST", []) or []
+    run.dataset = tests[0] if tests else ""
+    run.train_datasets = tuple(datasets.get("TRAIN", []) or [])
+    run.train_log = _read_train_log(path / "training_log.json")
+    log = path / "log.txt"
+    if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace")[-20000:]:
+        run.status = "crashed (see log.txt)"
+    metrics = _read_json(path / "metrics.json")
+    if metrics is None and (path / "metrics.json").is_file():
+        run.status = "corrupt metrics.json"
+        return run
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
+        return run
+    evaluation = metrics["evaluation"]
+    if run.dataset not in evaluation:
+        run.dataset = next(iter(evaluation), run.dataset)
+    run.dataset_files = (metrics.get("datasets") or {}).get(run.dataset, {})
+    bbox = (evaluation.get(run.dataset) or {}).get("bbox", {})
+    if not bbox:
+        submission = (evaluation.get(run.dataset) or {}).get("submission")
+        run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
+                      "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
+        return run
+    run.status = "finished"
+    if metrics.get("iterations_completed") is not None:
+        run.iterations = metrics["iterations_completed"]
+    voc = "mAP50_voc07" in bbox
+    run.kind = "voc" if voc else "coco"
+    cols = VOC_COLUMNS if voc else COCO_COLUMNS
+    run.metrics = {k: float(bbox[k]) for k in cols if k in bbox}
+    prefix = "AP50-" if voc else "AP-"
+    run.per_category = {k[len(prefix):]: float(v) for k, v in bbox.items() if k.startswith(prefix)}
+    inference = path / "inference" / run.dataset
+    coco_eval = _read_json(inference / "coco_eval_bbox.json")
+    voc_eval = _read_json(inference / "voc_eval_bbox.json")
+    if coco_eval and coco_eval.get("precision"):
+        rec = coco_eval["recall_thresholds"]
+        for key in ("iou50", "iou75"):
+            run.pr[key] = {"recall": rec, "precision": _mean_curve(coco_eval["precision"].get(key, {}))}
+    elif voc_eval and voc_eval.get("pr_curves_iou50"):
+        # VOC curves are per class with their own recall points: interpolate onto 101 recall thresholds.
+        rec = [i / 100 for i in range(101)]
+        per_class = {}
+        for cname, c in voc_eval["pr_curves_iou50"].items():
+            per_class[cname] = [max([p for r, p in zip(c["recall"], c["precision"]) if r >= t], default=0.0)
+                                for t in rec]
+        run.pr["iou50"] = {"recall": rec, "precision": _mean_curve(per_class)}
+    return run

@@ -1,0 +1,284 @@
+"""write_report: tables (Markdown / XHTML / JSON / CSV), generated notes on the conditions, pretraining section,
+plots and the qualitative panel."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+import os
+from dataclasses import asdict
+from functools import cache
+from pathlib import Path
+
+from .groups import RunGroup, delta_with_spread, differing_keys, group_runs
+from .panel import SCORE_THRESHOLD, draw_panel
+from .paper import PAPER_REFERENCE, paper_reference
+from .plots import detection_plots, pretraining_plot
+from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, load_run
+
+__all__ = ["write_report"]
+
+
+@cache
+def _gmacs(backbone: str, width: float) -> float | None:
+    try:
+        from backbones import complexity, create_model
+
+        return complexity(create_model(backbone, num_classes=1000, width=width)).gmacs
+    except (ValueError, TypeError):  # not a backbones model name: no FLOPs column entry
+        return None
+
+
+def _fmt(v, nd=1) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
+
+
+def _fmt_stat(g: RunGroup, key: str) -> str:
+    m = g.metrics.get(key)
+    if m is None:
+        return "—"
+    mean, sd, _ = m
+    return _fmt(mean) if sd is None else f"{_fmt(mean)} ± {_fmt(sd)}"
+
+
+def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
+    """The from-scratch group with the same backbone, width, data and schedule as the pretrained group `g`."""
+    if g.first.init != "pretrained":
+        return None
+    r = g.first
+    for other in groups:
+        o = other.first
+        if (other is not g and other.n and o.init == "scratch" and o.backbone == r.backbone and o.width == r.width
+                and o.dataset == r.dataset and o.train_datasets == r.train_datasets
+                and o.config.get("SOLVER") == r.config.get("SOLVER")):
+            return other
+    return None
+
+
+def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None):
+    cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
+    main = "AP" if kind == "coco" else "AP50"
+    papers = {id(g): paper_reference(kind, g.first.backbone, g.first.width, g.first.train_datasets,
+                                     g.first.dataset) for g in groups}
+    with_paper = any(papers.values())
+    controls = {id(g): _scratch_control(g, groups) for g in groups}
+    with_control = any(controls.values())
+    head = ["run", "backbone", "width", "init", "seeds", "dataset", "iterations", "GMACs (224²)", *cols,
+            f"Δ{main} vs {baseline.name if baseline else '—'}", "Δ vs seed spread"]
+    if with_control:
+        head += [f"Δ{main} vs scratch", "AP50 / scratch AP50"]
+    if with_paper:
+        head += ["relative", "paper AP50 / AP"]
+    rows = []
+    for g in groups:
+        r = g.first
+        delta, verdict = (None, "") if baseline is None or g is baseline else delta_with_spread(g, baseline, main)
+        row = [g.name, r.backbone, f"{r.width:g}", r.init, g.n or "—", r.dataset,
+               r.iterations if r.iterations is not None else "—", _fmt(r.gmacs, 2),
+               *[_fmt_stat(g, c) for c in cols], "baseline" if g is baseline else _fmt(delta, 2),
+               "" if g is baseline else verdict]
+        if with_control:
+            ctrl = controls[id(g)]
+            if ctrl is None:
+                row += ["—", "—"]
+            else:
+                d, v = delta_with_spread(g, ctrl, main)
+                ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
+                ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs else "—"
+                row += [f"{_fmt(d, 2)} ({v})" if v else _fmt(d, 2), ratio]
+        if with_paper:
+            paper = papers[id(g)]
+            base = baseline.mean(main) if baseline is not None and g is not baseline else None
+            rel = None if delta is None or not base else 100.0 * delta / base
+            row += ["—" if rel is None else f"{rel:+.1f}%",
+                    " / ".join(_fmt(paper.get(k)) for k in ("AP50", "AP") if k in paper) if paper else "—"]
+        rows.append(row)
+    for dataset, stats in (chance or {}).items():
+        if any(g.first.dataset == dataset for g in groups):
+            row = ["chance (random boxes)", "—", "—", "—", "—", dataset, "—", "—",
+                   *[_fmt(stats.get(c)) for c in cols], "—", ""]
+            row += ["—", "—"] if with_control else []
+            row += ["—", "—"] if with_paper else []
+            rows.append(row)
+    notes = []
+    if with_paper:
+        notes.append(f"Paper numbers: {PAPER_REFERENCE[kind]['condition']}; shown only for runs with those "
+                     "training/test splits and the paper's backbone at full width.")
+    else:
+        notes.append("No paper column: no run here was trained and tested on the paper's splits "
+                     f"({PAPER_REFERENCE[kind]['condition']}) with the paper's backbone at full width, so its "
+                     "numbers are not comparable with Tables 7/8.")
+    return head, rows, notes
+
+
+def _pretraining_line(info: PretrainInfo) -> str:
+    seen = f"{info.images_seen:,} images" if info.images_seen else "images seen unknown"
+    err = (f"val top-1 error {info.top1_error:.1f}% (top-5 {info.top5_error:.1f}%, {info.val_images or '?'} val "
+           "images)" if info.top1_error is not None else "no evaluation recorded")
+    size = f", {info.image_size} px" if info.image_size else ""
+    lr = f", lr {info.lr:g}" if info.lr else ""
+    return (f"pretrained with tools/train_cls.py: {info.model} x{info.width:g} on {info.dataset}{size}, "
+            f"{info.iterations} iterations of {info.batch_size} ({seen}{lr}), {err}; {info.path}")
+
+
+def _condition_notes(groups: list[RunGroup]) -> list[str]:
+    notes = []
+    for g in groups:
+        r = g.first
+        if not r.config:
+            continue
+        bb = r.config.get("MODEL", {}).get("BACKBONES", {})
+        solver = r.config.get("SOLVER", {})
+        if r.init == "scratch":
+            init = "from scratch (random initialisation)"
+        elif r.pretraining is not None:
+            init = _pretraining_line(r.pretraining)
+        else:
+            init = f"initialised from {r.weights} (not a tools/train_cls.py run: its pretraining is not recorded)"
+        seeds = ", ".join(str(s) for s in g.seeds) if g.n else "—"
+        notes.append(
+            f"{g.name}: {r.backbone} x{r.width:g}, {init}; norm {bb.get('NORM', '?')}, FREEZE_AT "
+            f"{bb.get('FREEZE_AT', '?')}; trained on {', '.join(r.train_datasets) or '?'} for {r.iterations} "
+            f"iterations of {solver.get('IMS_PER_BATCH', '?')} images (lr {solver.get('BASE_LR', '?')}, weight decay "
+            f"{solver.get('WEIGHT_DECAY', '?')}), evaluated on {r.dataset or '?'}; seeds: {seeds}.")
+    diff = differing_keys([g for g in groups if g.first.config])
+    if len(groups) > 1:
+        if diff:
+            notes.append("What differs between these configurations (SEED and OUTPUT_DIR aside): " + "; ".join(
+                f"{k}: {' | '.join(str(v) for v in vals)}" for k, vals in diff.items()) + ".")
+        else:
+            notes.append("These configurations are identical apart from SEED and OUTPUT_DIR.")
+    return notes
+
+
+def _markdown_table(head, rows) -> str:
+    lines = ["| " + " | ".join(map(str, head)) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _html_table(head, rows) -> str:
+    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
+    if baseline:
+        found = [g for g in group if g.name == baseline or any(r.name == baseline for r in g.runs)]
+        names = sorted({g.name for g in group} | {r.name for g in group for r in g.runs})
+        if not found:
+            raise ValueError(f"--baseline {baseline!r} names no run; runs: {names}")
+        if len(found) > 1:
+            raise ValueError(f"--baseline {baseline!r} is ambiguous: {len(found)} runs of different configurations "
+                             "have that name; give them distinct --names")
+        return found[0]
+    vgg = [g for g in group if g.n and g.first.backbone.startswith("vgg16")]
+    return next((g for g in vgg if g.first.init == "pretrained"), None) or next(iter(vgg), None) or \
+        next((g for g in group if g.n), None)
+
+
+def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """The qualitative panel for the first evaluated dataset with COCO-json ground truth and predictions."""
+    cands = [g for g in groups if g.n and g.first.kind == "coco" and g.first.predictions_file.is_file()
+             and g.first.dataset_files.get("json_file")]
+    if not cands:
+        return [], []
+    dataset = cands[0].first.dataset
+    cands = [g for g in cands if g.first.dataset == dataset]
+    files = cands[0].first.dataset_files
+    image_root = files.get("image_root") or os.path.dirname(files["json_file"])
+    try:
+        path, ids = draw_panel([(g.name, g.first.predictions_file) for g in cands], Path(files["json_file"]),
+                               Path(image_root), out / "qualitative.png")
+    except (OSError, ValueError, KeyError) as err:
+        return [], [f"Qualitative panel not drawn: {err}"]
+    seed = "" if all(g.n == 1 for g in cands) else " (first seed of each configuration)"
+    caption = (f"{dataset}, images {ids}: ground truth (green) and each detector's boxes{seed} with score >= "
+               f"{SCORE_THRESHOLD} (red), read from inference/{dataset}/coco_instances_results.json")
+    return [(path.name, caption)], []
+
+
+def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
+                 names: list[str] | None = None, title: str = "Detection transfer benchmark",
+                 notes: list[str] | None = None, chance: dict[str, dict] | None = None) -> dict[str, Path]:
+    """Write the report.
+
+    baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
+        finished one); notes: lines printed under the title before the generated ones; chance: {dataset: COCO
+        stats of random boxes} (a row in that dataset's table).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
+    for r in runs:
+        r.gmacs = _gmacs(r.backbone, r.width)
+    groups = group_runs(runs)
+    sections_md, sections_html, table_json = [], [], {}
+    kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or ["coco"]
+    csv_rows = []
+    for kind in kinds:
+        group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
+        base = _baseline(group, baseline)
+        head, rows, table_notes = _table(group, kind, base, chance)
+        label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
+        text = " ".join(table_notes) + " Where n > 1: mean ± sample standard deviation over seeds."
+        sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{text}\n")
+        sections_html.append(f"<h2>{label}</h2>{_html_table(head, rows)}<p>{html.escape(text)}</p>")
+        table_json[kind] = {"columns": head, "rows": rows, "baseline": base.name if base else None}
+        csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
+    conditions = _condition_notes(groups)
+    sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {n}\n" for n in conditions))
+    sections_html.append("<h2>Conditions (read from the runs)</h2><ul>" + "".join(
+        f"<li>{html.escape(n)}</li>" for n in conditions) + "</ul>")
+    pretrain = list({p.path: p for g in groups for r in g.runs if (p := r.pretraining)}.values())
+    pre_plots = pretraining_plot(pretrain, out)
+    if pretrain:
+        head = ["backbone", "width", "dataset", "image size", "iterations", "batch", "lr", "images seen",
+                "val top-1 err %", "val top-5 err %", "val images", "seconds"]
+        rows = [[p.model, f"{p.width:g}", p.dataset, p.image_size or "—", p.iterations or "—", p.batch_size or "—",
+                 f"{p.lr:g}" if p.lr else "—",
+                 f"{p.images_seen:,}" if p.images_seen else "—", _fmt(p.top1_error), _fmt(p.top5_error),
+                 p.val_images or "—", _fmt(p.seconds, 0)] for p in pretrain]
+        sections_md.append("## Pretraining\n\n" + _markdown_table(head, rows) + "\n\n" + "".join(
+            f"![{cap}]({f})\n\n" for f, cap in pre_plots))
+        sections_html.append("<h2>Pretraining</h2>" + _html_table(head, rows) + "".join(
+            f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption>'
+            "</figure>" for f, cap in pre_plots))
+    status_rows = [[r.name, r.status, r.path] for r in runs]
+    sections_md.append("## Runs\n\n" + _markdown_table(["run", "status", "directory"], status_rows) + "\n")
+    sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows))
+    panel, panel_notes = _panel(groups, out)
+    plots = panel + detection_plots(groups, out)
+    sections_md.append("## Plots\n\n" + "".join(f"{n}\n\n" for n in panel_notes)
+                       + "\n\n".join(f"![{cap}]({f})" for f, cap in plots) + "\n")
+    sections_html.append("<h2>Plots</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
+        f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
+        for f, cap in plots))
+    paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
+             "csv": out / "report.csv"}
+    notes = list(notes or [])
+    paths["markdown"].write_text(f"# {title}\n\n" + "".join(f"{n}\n\n" for n in notes) + "\n".join(sections_md))
+    paths["html"].write_text(
+        '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
+        f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
+        "table{border-collapse:collapse}td,th{border:1px solid #999;padding:3px 8px;text-align:right}"
+        "img{max-width:100%}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
+        f"{''.join(sections_html)}</body></html>\n")
+    paths["json"].write_text(json.dumps({
+        "tables": table_json, "conditions": conditions, "chance": chance or {},
+        "groups": [{"name": g.name, "runs": [r.name for r in g.runs], "backbone": g.first.backbone,
+                    "width": g.first.width, "init": g.first.init, "n": g.n, "seeds": g.seeds,
+                    "metrics": {k: {"mean": m[0], "sd": m[1], "n": m[2]} for k, m in g.metrics.items()}}
+                   for g in groups],
+        "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],
+        "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs],
+        "plots": [f for f, _ in pre_plots + plots]}, indent=2, default=str))
+    with open(paths["csv"], "w", newline="") as f:
+        csv.writer(f).writerows(csv_rows)
+    for f, _ in pre_plots + plots:
+        paths[f] = out / f
+    return paths

@@ -1,0 +1,282 @@
+"""Bad input, tried as a new user (and an attacker) would: hostile configs, silent overwrites, numbers that would be
+silently wrong, and the poor-but-not-dangerous cases. Each gets one clear error (naming the file / key) or the
+references' behaviour; nothing valid changes."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+from detectron2.data import DatasetCatalog, MetadataCatalog
+from detectron2.structures import Boxes, Instances
+from PIL import Image
+
+from backbones import CheckpointReadError, create_model, load_pretrained
+from classification.data.datasets import SKIPPED, ImageFolderDataset
+from classification.data.images import ImageReadError, open_image
+from classification.engine.cli import warn_oversubscription
+from classification.engine.config import ClsConfig
+from conftest import det_args, run_tool
+from detection import get_detection_cfg
+from detection.config import ConfigFileError
+from detection.datasets import DatasetFormatError, load_coco_checked, register_voc
+from detection.engine import train_net
+from detection.evaluation import COCOEvaluator, VOCDetectionEvaluator, voc_eval_class
+from detection.report import load_run
+
+HOSTILE = "MODEL:\n  WEIGHTS: !!python/object/apply:os.system ['touch {marker}']\n"
+
+
+# ---- 1. a config file runs code --------------------------------------------------------------------------------
+
+def test_hostile_yaml_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "pwned"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(HOSTILE.format(marker=marker))
+    with pytest.raises(ConfigFileError, match=r"bad.yaml, line 2: refused: .*YAML tag"):
+        get_detection_cfg(str(bad))
+    child = tmp_path / "child.yaml"  # the same through a _BASE_
+    child.write_text(f"_BASE_: {bad.name}\nSOLVER:\n  MAX_ITER: 5\n")
+    with pytest.raises(ConfigFileError, match="bad.yaml"):
+        get_detection_cfg(str(child))
+    proc = run_tool("tools/train_det.py", "--config-file", child, "MODEL.DEVICE", "cpu")
+    assert proc.returncode != 0 and "refused" in proc.stderr and "Traceback" not in proc.stderr
+    assert not marker.exists()  # the command never ran
+    run = tmp_path / "run"  # and in a run directory the report reads
+    run.mkdir()
+    (run / "config.yaml").write_text(HOSTILE.format(marker=marker))
+    assert load_run(run).status.startswith("unreadable config.yaml") and not marker.exists()
+
+
+def test_base_cycle_and_malformed_configs_name_the_file(tmp_path):
+    (tmp_path / "a.yaml").write_text("_BASE_: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("_BASE_: a.yaml\n")
+    with pytest.raises(ConfigFileError, match=r"_BASE_ cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        get_detection_cfg(str(tmp_path / "a.yaml"))
+    (tmp_path / "c.yaml").write_text("MODEL: [unclosed\n")
+    with pytest.raises(ConfigFileError, match="c.yaml: not valid YAML"):
+        get_detection_cfg(str(tmp_path / "c.yaml"))
+    (tmp_path / "d.yaml").write_text("- a list\n")
+    with pytest.raises(ConfigFileError, match="d.yaml: a config must be a mapping"):
+        get_detection_cfg(str(tmp_path / "d.yaml"))
+
+
+# ---- 2. --dataset-voc swallowed the overrides -------------------------------------------------------------------
+
+def test_dataset_voc_takes_exactly_three_values():
+    args = train_net.build_parser().parse_args(
+        ["--dataset-voc", "mine", "/data/voc", "trainval", "--voc-classes", "cat,dog", "OUTPUT_DIR", "out",
+         "DATASETS.TRAIN", '("mine",)'])
+    assert args.dataset_voc == [["mine", "/data/voc", "trainval"]] and args.voc_classes == "cat,dog"
+    assert train_net.config_overrides(args.opts) == ["OUTPUT_DIR", "out", "DATASETS.TRAIN", '("mine",)']
+    # the old form (classes as extra values) is an error that says what to do, not a silent default run
+    old = train_net.build_parser().parse_args(["--dataset-voc", "mine", "/d", "trainval", "cat", "dog"])
+    with pytest.raises(SystemExit, match="--voc-classes"):
+        train_net.config_overrides(old.opts)
+
+
+def test_flags_after_overrides_and_odd_overrides_say_what_to_do():
+    with pytest.raises(SystemExit, match="--resume appears among the KEY VALUE config overrides"):
+        train_net.config_overrides(["SOLVER.MAX_ITER", "10", "--resume"])
+    with pytest.raises(SystemExit, match="odd number"):
+        train_net.config_overrides(["SOLVER.MAX_ITER"])
+
+
+# ---- 3./4. silent overwrite, evaluating random weights ---------------------------------------------------------
+
+def _args(out, *extra):
+    return train_net.build_parser().parse_args(
+        ["--config-file", "configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", *extra, "MODEL.WEIGHTS", "",
+         "OUTPUT_DIR", str(out)])
+
+
+def test_a_finished_run_is_not_overwritten(tmp_path):
+    out = tmp_path / "done"
+    out.mkdir()
+    (out / "model_final.pth").write_bytes(b"weights")
+    (out / "metrics.json").write_text("{}")
+    with pytest.raises(SystemExit, match="already holds a run .*model_final.pth, metrics.json.*--resume"):
+        train_net.setup(_args(out))
+    assert (out / "model_final.pth").read_bytes() == b"weights"
+    assert not (out / "config.yaml").exists()  # refused before anything was written
+
+
+def test_eval_only_without_weights_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="--eval-only needs trained weights"):
+        train_net.setup(_args(tmp_path / "eval", "--eval-only"))
+    assert not (tmp_path / "eval" / "metrics.json").exists()
+
+
+# ---- 5.-7. evaluation that would be silently wrong -------------------------------------------------------------
+
+GT = {"img1": (np.array([[1.0, 1.0, 20.0, 20.0]]), np.array([False])),
+      "img2": (np.array([[30.0, 30.0, 60.0, 60.0]]), np.array([False]))}
+
+
+def test_voc_refuses_nan_scores_and_unknown_images():
+    good = [("img1", 0.9, (1, 1, 20, 20)), ("img2", 0.8, (30, 30, 60, 60))]
+    assert voc_eval_class(GT, good, 0.5, True)[2] == pytest.approx(1.0)
+    with pytest.raises(FloatingPointError, match="score nan on image 'img2'"):
+        voc_eval_class(GT, [good[0], ("img2", float("nan"), (30, 30, 60, 60))], 0.5, True)
+    with pytest.raises(KeyError, match="'img9', which is not in the ground truth"):
+        voc_eval_class(GT, good + [("img9", 0.5, (1, 1, 5, 5))], 0.5, True)
+
+
+def test_voc_class_without_ground_truth_counts_as_zero(tiny_data, caplog):
+    records = DatasetCatalog.get("tiny_voc_val")
+    names = MetadataCatalog.get("tiny_voc_val").thing_classes
+    register_voc("tiny_voc_extra_class", str(tiny_data), "val", class_names=[*names, "unicorn"])
+    ev = VOCDetectionEvaluator("tiny_voc_extra_class", distributed=False)
+    ev.reset()
+    for rec in records:  # perfect detections of every real object
+        boxes = torch.tensor([a["bbox"] for a in rec["annotations"]], dtype=torch.float32)
+        inst = Instances((rec["height"], rec["width"]), pred_boxes=Boxes(boxes),
+                         scores=torch.full((len(boxes),), 0.9),
+                         pred_classes=torch.tensor([a["category_id"] for a in rec["annotations"]]))
+        ev.process([{"image_id": rec["image_id"]}], [{"instances": inst}])
+    with caplog.at_level(logging.WARNING):
+        res = ev.evaluate()["bbox"]
+    assert res["AP50-unicorn"] == 0.0 and res["AP50"] == pytest.approx(100.0 * len(names) / (len(names) + 1))
+    assert "'unicorn' has no non-difficult ground truth" in caplog.text
+
+
+def test_coco_ap_of_a_voc_dataset_with_difficult_objects(tiny_data, tmp_path):
+    """faster-coco-eval on a VOC-registered dataset (string image ids); a difficult object is not a target."""
+    records = DatasetCatalog.get("tiny_voc_val")
+    hard = records[0]["annotations"][0]
+    hard["difficult"] = 1  # the dataset dicts are cached by nothing: patch what the evaluator will read
+    DatasetCatalog.register("tiny_voc_val_hard", lambda: records)
+    MetadataCatalog.get("tiny_voc_val_hard").set(thing_classes=MetadataCatalog.get("tiny_voc_val").thing_classes)
+    ev = COCOEvaluator("tiny_voc_val_hard", str(tmp_path), distributed=False)
+    gt = json.loads((tmp_path / "tiny_voc_val_hard_coco_format.json").read_text())
+    assert all(isinstance(im["id"], int) for im in gt["images"]) and sum(a["iscrowd"] for a in gt["annotations"]) == 1
+    ev.reset()
+    for rec in records:  # perfect detections of the non-difficult objects only
+        anns = [a for a in rec["annotations"] if not a.get("difficult")]
+        inst = Instances((rec["height"], rec["width"]),
+                         pred_boxes=Boxes(torch.tensor([a["bbox"] for a in anns]).reshape(-1, 4).float()),
+                         scores=torch.full((len(anns),), 0.9),
+                         pred_classes=torch.tensor([a["category_id"] for a in anns]))
+        ev.process([{"image_id": rec["image_id"]}], [{"instances": inst}])
+    assert ev.evaluate()["bbox"]["AP50"] == pytest.approx(100.0)
+
+
+# ---- poor but not dangerous ------------------------------------------------------------------------------------
+
+def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path):
+    with pytest.raises(SystemExit, match="no Slurm .*--cluster local"):
+        train_net.run(det_args(tiny_data, tmp_path / "s", 2, "--slurm")[1:])
+
+
+def test_many_processes_on_few_cores_warn(capsys):
+    warn_oversubscription(64)
+    assert "--num-gpus 64 on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"bbox": [1, 2, 3]}, r"bbox \[1, 2, 3\]; a box is 4 finite numbers"),
+    ({"bbox": ["1", "2", "3", "4"]}, "a box is 4 finite numbers"),
+])
+def test_coco_malformed_boxes_and_no_categories(tmp_path, bad, match):
+    Image.new("RGB", (40, 30)).save(tmp_path / "a.jpg")
+    coco = {"images": [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "iscrowd": 0, "area": 4, **bad}],
+            "categories": [{"id": 1, "name": "x"}]}
+    (tmp_path / "c.json").write_text(json.dumps(coco))
+    with pytest.raises(DatasetFormatError, match=f"c.json: annotation 0 of image .*a.jpg.*{match}"):
+        load_coco_checked(str(tmp_path / "c.json"), str(tmp_path), "bad_boxes")
+    (tmp_path / "n.json").write_text(json.dumps({**coco, "annotations": [], "categories": []}))
+    with pytest.raises(DatasetFormatError, match="n.json: no categories"):
+        load_coco_checked(str(tmp_path / "n.json"), str(tmp_path), "no_categories")
+
+
+def test_decompression_bomb_is_named_and_skippable(tmp_path):
+    (tmp_path / "train" / "a").mkdir(parents=True)
+    Image.new("1", (20000, 20000)).save(tmp_path / "train" / "a" / "bomb.png")  # 400 Mpixel in a few KB
+    with pytest.raises(ImageReadError, match="bomb.png: refused to decode"):
+        open_image(tmp_path / "train" / "a" / "bomb.png")
+    ds = ImageFolderDataset(tmp_path, "train", on_error="skip")
+    assert ds[0] == (SKIPPED, str(tmp_path / "train" / "a" / "bomb.png"))
+
+
+def test_num_classes_smaller_than_the_dataset_is_refused_at_start(tiny_data):
+    from detection.engine.data import build_train_loader
+
+    cfg = get_detection_cfg(["configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                             "configs/Embedded-Detection/smoke.yaml"],
+                            ["MODEL.DEVICE", "cpu", "DATASETS.TRAIN", '("tiny_train",)',
+                             "MODEL.ROI_HEADS.NUM_CLASSES", "2"])
+    with pytest.raises(ValueError, match=r"has 4 classes but MODEL.ROI_HEADS.NUM_CLASSES is 2: set "
+                                         r"MODEL.ROI_HEADS.NUM_CLASSES 4"):
+        build_train_loader(cfg)
+
+
+def test_a_text_file_named_pth_is_a_clear_error(tmp_path):
+    (tmp_path / "w.pth").write_text("these are not weights\n")
+    with pytest.raises(CheckpointReadError, match="w.pth: cannot read checkpoint, not a torch file"):
+        load_pretrained(create_model("resnet18"), tmp_path / "w.pth")
+
+
+def test_our_own_plain_state_dict_loads_with_drop_classifier(tmp_path):
+    torch.save(create_model("resnet18", num_classes=10).state_dict(), tmp_path / "sd.pth")
+    report = load_pretrained(create_model("resnet18", num_classes=3), tmp_path / "sd.pth", drop_classifier=True)
+    assert report.source_format == "backbones" and report.ok
+
+
+def test_model_options_of_the_wrong_type_are_refused():
+    with pytest.raises(ValueError, match="stride_in_1x1 must be True or False, got 'False'"):
+        create_model("resnet50", stride_in_1x1="False")
+    with pytest.raises(ValueError, match="num_classes must be an integer >= 0"):
+        create_model("resnet18", num_classes=-5)
+    with pytest.raises(ValueError, match="eval_period must be a positive integer, got 0"):
+        ClsConfig(eval_period=0)
+
+
+def test_report_cli_bad_inputs(tmp_path):
+    missing = run_tool("tools/report.py", tmp_path / "nope", "--output-dir", tmp_path / "out")
+    assert missing.returncode != 0 and "no such run directory" in missing.stderr
+    run = tmp_path / "a" / "run"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text("{not json")
+    assert load_run(run).status == "corrupt metrics.json"
+
+
+def test_offline_weights_url_says_to_pass_a_local_file():
+    with pytest.raises(FileNotFoundError, match=r"cannot download it .*pass a local file, or MODEL.WEIGHTS"):
+        get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                          ["MODEL.WEIGHTS", "http://127.0.0.1:9/nowhere/R-34.pth"])
+
+
+def test_cli_errors_are_one_line_without_traceback(tmp_path):
+    proc = run_tool("tools/train_det.py", "--config-file", tmp_path / "missing.yaml")
+    assert proc.returncode == 2 and "error: FileNotFoundError: config file not found" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    debug = run_tool("tools/train_det.py", "--config-file", tmp_path / "missing.yaml", "--debug")
+    assert "Traceback" in debug.stderr
+    cls = run_tool("tools/train_cls.py", "--eval-period", "0", "--output-dir", tmp_path / "c")
+    assert cls.returncode == 2 and "eval_period must be a positive integer" in cls.stderr
+
+
+# ---- Detectron2 0.6 fixes backported by tools/patch_detectron2.py ----------------------------------------------
+
+def test_torch_native_lr_scheduler_state_is_checkpointed():
+    from detectron2.engine import hooks
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[2], gamma=0.1)
+    opt.step()
+    sched.step()
+    state = hooks.LRScheduler(opt, sched).state_dict()
+    assert state.get("last_epoch") == 1
+    fresh = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[2], gamma=0.1)
+    hooks.LRScheduler(opt, fresh).load_state_dict(state)
+    assert fresh.last_epoch == 1
+
+
+def test_map_dataset_retries_a_failed_sample_on_python_311():
+    from detectron2.data.common import MapDataset
+
+    ds = MapDataset([1, 2, 3], lambda x: None if x == 2 else x)
+    assert ds[1] in (1, 3)  # the retry drew from the fallback set (a TypeError on Python 3.11 before the patch)
+
