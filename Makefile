@@ -5,13 +5,17 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test demo lint benchmark
+.PHONY: setup test test-fast demo lint benchmark
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
 
 test: setup
 	$(PY) -m pytest -n $(JOBS) --durations=15 tests
+
+# Everything but the end-to-end runs of the tools (tests marked slow): the edit-test loop.
+test-fast: setup
+	$(PY) -m pytest -n $(JOBS) -m "not slow" tests
 
 demo: setup
 	$(PY) tools/main_job.py

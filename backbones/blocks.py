@@ -12,11 +12,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .norm import freeze_, get_norm
+from .norm import FrozenBatchNorm2d, freeze_, get_norm
 
 __all__ = [
     "SHORTCUTS",
     "Conv2dNorm",
+    "set_norm_folding",
     "PadShortcut",
     "make_shortcut",
     "CNNBlockBase",
@@ -32,7 +33,15 @@ SHORTCUTS = ("A", "B", "C", "none")
 
 
 class Conv2dNorm(nn.Conv2d):
-    """nn.Conv2d followed by an optional norm layer stored as `.norm` (Detectron2's Conv2d key layout)."""
+    """nn.Conv2d followed by an optional norm layer stored as `.norm` (Detectron2's Conv2d key layout).
+
+    A norm that is an affine map -- FrozenBN always, BN / SyncBN in eval mode (running statistics) -- is folded
+    into the convolution: one conv call with weight * scale and the shift as its bias, instead of a conv and a
+    separate pass over the activation. Gradients reach the original weight through the scale; parameter names and
+    values (the checkpoint) are unchanged. `fold_norm = False` (see `set_norm_folding`) runs them apart.
+    """
+
+    fold_norm = True
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int = 1,
                  padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = False, norm: str | None = ""):
@@ -40,9 +49,39 @@ class Conv2dNorm(nn.Conv2d):
                          dilation=dilation, groups=groups, bias=bias)
         self.norm = get_norm(norm, out_channels) if norm else None
 
+    def _foldable(self) -> bool:
+        n = self.norm
+        if isinstance(n, FrozenBatchNorm2d):
+            return True
+        return isinstance(n, nn.modules.batchnorm._BatchNorm) and not n.training and n.track_running_stats
+
+    def folded_weight_and_bias(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The conv weight and bias equal to this conv followed by its (affine-map) norm."""
+        n = self.norm
+        scale = (n.running_var + n.eps).rsqrt()
+        if n.weight is not None:
+            scale = scale * n.weight
+        shift = -n.running_mean * scale
+        if n.bias is not None:
+            shift = shift + n.bias
+        if self.bias is not None:
+            shift = shift + self.bias * scale
+        return self.weight * scale.reshape(-1, 1, 1, 1).to(self.weight.dtype), shift.to(self.weight.dtype)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = super().forward(x)
-        return self.norm(x) if self.norm is not None else x
+        if self.norm is None:
+            return super().forward(x)
+        if self.fold_norm and self._foldable():
+            return self._conv_forward(x, *self.folded_weight_and_bias())
+        return self.norm(super().forward(x))
+
+
+def set_norm_folding(model: nn.Module, enabled: bool) -> nn.Module:
+    """Switch folding of affine norms into their convolutions on or off for every Conv2dNorm of `model`."""
+    for m in model.modules():
+        if isinstance(m, Conv2dNorm):
+            m.fold_norm = enabled
+    return model
 
 
 class PadShortcut(nn.Module):

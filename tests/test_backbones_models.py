@@ -237,3 +237,36 @@ def test_backbones_never_imports_detectron2():
 def test_public_api_is_exported():
     for name in ("create_model", "list_models", "load_pretrained", "complexity", "FeatureInfo"):
         assert hasattr(backbones, name)
+
+
+@pytest.mark.parametrize("name,norm", [("resnet50", "BN"), ("resnet50", "FrozenBN"), ("vgg16_bn", "BN")])
+def test_norm_folding_equals_conv_then_norm(name, norm):
+    """An affine norm (FrozenBN; BN in eval mode) folded into its conv: the same outputs and, for FrozenBN in
+    training, the same gradients (float64: exact up to rounding); the state dict is unchanged."""
+    from backbones.blocks import set_norm_folding
+
+    torch.manual_seed(0)
+    model = create_model(name, num_classes=10, norm=norm).double()
+    keys = list(model.state_dict())
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm2d, FrozenBatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    model.train(norm == "FrozenBN")  # FrozenBN folds in training too; BN only with running statistics
+    outs, grads = {}, {}
+    for fold in (True, False):
+        set_norm_folding(model, fold)
+        model.zero_grad()
+        out = model(x)
+        outs[fold] = out.detach()
+        if norm == "FrozenBN":
+            out.square().sum().backward()
+            grads[fold] = {k: p.grad.clone() for k, p in model.named_parameters()}
+    torch.testing.assert_close(outs[True], outs[False], rtol=1e-10, atol=1e-10)
+    for k, g in grads.get(False, {}).items():
+        assert (grads[True][k] - g).norm() <= 1e-9 * g.norm(), k
+    assert list(model.state_dict()) == keys

@@ -17,6 +17,7 @@ from backbones import (
     load_pretrained,
     save_pretrained,
 )
+from backbones.blocks import set_norm_folding
 from backbones.weight_formats import MSRA_MEAN, TORCHVISION_MEAN
 from conftest import run_tool
 
@@ -39,7 +40,7 @@ def test_torchvision_weights_give_identical_logits(tmp_path, name, options):
     tv = _randomize_bn(getattr(torchvision.models, name)(weights=None)).eval()
     path = tmp_path / f"{name}.pth"
     torch.save(tv.state_dict(), path)
-    ours = create_model(name, **options).eval()
+    ours = set_norm_folding(create_model(name, **options), False).eval()  # loading is exact; folding: own test
     report = load_pretrained(ours, path)
     assert report.ok and report.source_format.startswith("torchvision")
     assert report.meta.input_format == "RGB" and report.meta.pixel_mean == TORCHVISION_MEAN
@@ -54,7 +55,7 @@ def test_timm_resnet_weights_give_identical_logits(tmp_path):
     t = _randomize_bn(timm.create_model("resnet50", pretrained=False)).eval()
     path = tmp_path / "timm_resnet50.pth"
     torch.save({"state_dict": t.state_dict()}, path)  # timm training checkpoints wrap the weights
-    ours = create_model("resnet50", stride_in_1x1=False).eval()
+    ours = set_norm_folding(create_model("resnet50", stride_in_1x1=False), False).eval()
     assert load_pretrained(ours, path).ok
     x = torch.randn(1, 3, 128, 128)
     with torch.no_grad():
@@ -132,7 +133,7 @@ def test_detectron2_pkl_converted_from_torchvision(tmp_path):
         newmodel[k] = tv.state_dict()[old].numpy()
     with open(tmp_path / "R-50-tv.pkl", "wb") as f:
         pickle.dump({"model": newmodel, "__author__": "torchvision", "matching_heuristics": True}, f)
-    ours = create_model("resnet50", stride_in_1x1=False).eval()
+    ours = set_norm_folding(create_model("resnet50", stride_in_1x1=False), False).eval()
     report = load_pretrained(ours, tmp_path / "R-50-tv.pkl")
     assert report.ok and report.meta.input_format == "RGB" and report.meta.stride_in_1x1 is False
     x = torch.randn(1, 3, 64, 64)
@@ -311,6 +312,7 @@ def test_truncated_and_garbage_files_get_clear_errors(tmp_path):
 
 # ---- tools/convert_weights.py ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_convert_weights_cli_infers_architecture_and_keeps_metadata(tmp_path):
     ref = _reference("resnet101", num_classes=1000)
     with open(tmp_path / "R-101.pkl", "wb") as f:
@@ -327,6 +329,7 @@ def test_convert_weights_cli_infers_architecture_and_keeps_metadata(tmp_path):
         assert_same_function(ours(x), ref(x))
 
 
+@pytest.mark.slow
 def test_convert_weights_cli_torchvision_vgg_and_errors(tmp_path):
     torch.save(torchvision.models.vgg16(weights=None).state_dict(), tmp_path / "vgg16.pth")
     proc = run_tool("tools/convert_weights.py", tmp_path / "vgg16.pth", tmp_path / "v.pth", "--drop-classifier")

@@ -30,6 +30,7 @@ HOSTILE = "MODEL:\n  WEIGHTS: !!python/object/apply:os.system ['touch {marker}']
 
 # ---- 1. a config file runs code --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hostile_yaml_is_refused_without_running_it(tmp_path):
     marker = tmp_path / "pwned"
     bad = tmp_path / "bad.yaml"
@@ -248,6 +249,7 @@ def test_offline_weights_url_says_to_pass_a_local_file():
                           ["MODEL.WEIGHTS", "http://127.0.0.1:9/nowhere/R-34.pth"])
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     proc = run_tool("tools/train_det.py", "--config-file", tmp_path / "missing.yaml")
     assert proc.returncode == 2 and "error: FileNotFoundError: config file not found" in proc.stderr

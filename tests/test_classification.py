@@ -52,7 +52,8 @@ def test_ten_crop_equals_the_mean_of_the_ten_individual_predictions():
     for n in range(2):
         views = ten_crop(images[n], 32)
         assert views.shape == (10, 3, 32, 32)
-        assert torch.equal(views[5], views[0].flip(-1)) is False or True  # flips are of the full image
+        # views 5-9 are the crops of the mirrored image: its top-left crop is the mirrored top-right crop
+        assert torch.equal(views[5], views[1].flip(-1)) and torch.equal(views[9], views[4].flip(-1))
         expected = torch.stack([model(v[None])[0] for v in views]).mean(0)
         torch.testing.assert_close(got[n], expected, atol=1e-5, rtol=1e-5)
     assert multiscale_logits(model, images[0], scales=(32, 48)).shape == (10,)
@@ -141,6 +142,7 @@ def test_classification_checkpoint_feeds_the_detector(tmp_path):
     assert torch.equal(det.backbone.stem.conv1.norm.running_mean, src.stem.conv1.norm.running_mean)
 
 
+@pytest.mark.slow
 def test_ddp_gloo_two_processes(tmp_path):
     out = tmp_path / "ddp"
     proc = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--train-samples",
@@ -154,6 +156,7 @@ def test_ddp_gloo_two_processes(tmp_path):
     assert again.returncode != 0 and "pass --resume" in again.stderr
 
 
+@pytest.mark.slow
 def test_layer_response_and_degradation_tools(tmp_path):
     from classification.analysis.layer_response import layer_response_std
 
@@ -165,12 +168,19 @@ def test_layer_response_and_degradation_tools(tmp_path):
     assert res[0][0] == "res2.0.conv1"
     proc = run_tool("tools/degradation.py", "--models", "cifar_plain8", "cifar_resnet8", "--dataset", "embedded",
                     "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
-                    "--workers", "0", "--layer-responses", "--out", tmp_path / "deg", timeout=300)
+                    "--workers", "0", "--layer-responses", "--output-dir", tmp_path / "deg", timeout=300)
     assert proc.returncode != 0 and "unknown model 'cifar_plain8'" in proc.stderr  # only the paper's depths
     proc = run_tool("tools/degradation.py", "--models", "cifar_plain20", "cifar_resnet20", "--dataset", "embedded",
                     "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
-                    "--workers", "0", "--layer-responses", "--out", tmp_path / "deg", timeout=300)
+                    "--workers", "0", "--layer-responses", "--output-dir", tmp_path / "deg", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert Path(tmp_path / "deg" / "degradation.png").stat().st_size > 1000
     assert Path(tmp_path / "deg" / "layer_responses.png").is_file()
     assert "| cifar_plain20 |" in proc.stdout and "mean std of 3x3 responses" in proc.stdout
+    # Fig. 7 from saved checkpoints (tools/layer_response.py reads any checkpoint, infers the architecture)
+    ckpts = [tmp_path / "deg" / m / "model_final.pth" for m in ("cifar_plain20", "cifar_resnet20")]
+    plot = tmp_path / "responses.png"
+    proc = run_tool("tools/layer_response.py", *ckpts, "--dataset", "embedded", "--max-images", "16", "--output",
+                    plot, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert plot.stat().st_size > 1000 and proc.stdout.count("mean std") == 2

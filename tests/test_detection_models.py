@@ -13,6 +13,7 @@ from detectron2.structures import Boxes, Instances
 from detectron2.utils.events import EventStorage
 
 import backbones
+from backbones.blocks import set_norm_folding
 from detection import BackbonesCheckpointer, get_detection_cfg
 from detection.modeling import BackbonesRCNN, BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
 
@@ -159,6 +160,7 @@ def test_r50_c4_matches_detectron2_builtin():
                 buf.uniform_(0.5, 1.5)
     ours = build_model(get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
                                          ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])).eval()
+    set_norm_folding(ours, False)  # the same operators as Detectron2 (folding has its own test)
     assert set(ours.state_dict()) == set(d2.state_dict())  # identical parameter names
     ours.load_state_dict(d2.state_dict())
     x = torch.randn(1, 3, 128, 160)
@@ -276,3 +278,37 @@ def test_malicious_pkl_refused_by_the_detector_checkpointer(tmp_path):
     model = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml"))
     with pytest.raises(backbones.UnsafeCheckpointError, match="builtins.exec"):
         BackbonesCheckpointer(model).load(str(tmp_path / "evil.pkl"))
+
+
+@pytest.mark.parametrize("config", ["faster_rcnn_R_101_C4", "faster_rcnn_vgg16"])
+def test_folded_frozen_bn_gives_the_same_losses_and_gradients(config):
+    """FrozenBN folded into the convs (the default) vs run apart: same losses (1e-4 relative), same gradients."""
+    from detectron2.utils.events import EventStorage
+
+    torch.manual_seed(0)
+    name = "resnet101" if "R_101" in config else "vgg16_bn"
+    model = build_model(tiny_cfg(f"configs/COCO-Detection/{config}.yaml", "MODEL.BACKBONES.NAME", name,
+                                 "MODEL.BACKBONES.WIDTH", "0.25", "MODEL.BACKBONES.NORM", "FrozenBN"))
+    with torch.no_grad():  # pretrained-like statistics
+        for mod in model.backbones_model.modules():
+            if isinstance(mod, backbones.FrozenBatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+                mod.weight.uniform_(0.3, 0.6)
+                mod.bias.uniform_(-0.1, 0.1)
+    model.train()
+    runs = {}
+    for fold in (True, False):
+        set_norm_folding(model, fold)
+        torch.manual_seed(1)  # the same proposals / RoI sampling
+        model.zero_grad()
+        with EventStorage(0):
+            losses = model([one_image(), one_image()])
+        sum(losses.values()).backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        runs[fold] = ({k: v.item() for k, v in losses.items()}, grads)
+    for k, v in runs[False][0].items():
+        assert runs[True][0][k] == pytest.approx(v, rel=1e-4, abs=1e-6), k
+    assert set(runs[True][1]) == set(runs[False][1]) and runs[True][1]
+    for k, g in runs[False][1].items():
+        assert (runs[True][1][k] - g).norm() <= 1e-3 * g.norm() + 1e-7, k

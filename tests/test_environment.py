@@ -116,7 +116,20 @@ def test_shim_raises_clear_error_for_compiled_ops():
 
     with pytest.raises(ImportError, match="COCOeval_opt"):
         _C.COCOevalAccumulate  # noqa: B018
-    assert COCOeval_opt is not None  # the module imports; only evaluate() needs _C
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+
+    gt = COCO()  # the module imports; evaluating with it is what needs _C, and says so
+    gt.dataset = {"images": [{"id": 1, "width": 10, "height": 10}], "categories": [{"id": 1, "name": "a"}],
+                  "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5], "area": 25,
+                                   "iscrowd": 0}]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt.createIndex()
+        dt = gt.loadRes([{"image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5], "score": 1.0}])
+        with pytest.raises(ImportError, match="COCOeval"):
+            COCOeval_opt(gt, dt, "bbox").evaluate()
     assert not hasattr(_C, "__wrapped__")  # dunders answer AttributeError, not the ImportError
     from detectron2.utils.collect_env import collect_env_info
 

@@ -51,6 +51,7 @@ def _assert_same(a, b):
             assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.slow
 def test_detection_kill9_then_resume_equals_uninterrupted(data, tmp_path):
     common = ["SEED", "3", "SOLVER.MAX_ITER", "8", "MODEL.BACKBONES.NORM", "BN"]
     full = subprocess.run([sys.executable, *det_args(data, tmp_path / "full", 8), *common], cwd=REPO,
@@ -67,6 +68,7 @@ def test_detection_kill9_then_resume_equals_uninterrupted(data, tmp_path):
     _assert_same(_weights(tmp_path / "full" / "model_final.pth"), _weights(tmp_path / "killed" / "model_final.pth"))
 
 
+@pytest.mark.slow
 def test_classification_kill9_then_resume_equals_uninterrupted(tmp_path):
     args = ["tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--train-samples", "96",
             "--val-samples", "16", "--iterations", "12", "--batch-size", "8", "--eval-period", "6",
@@ -109,19 +111,22 @@ def test_interrupted_checkpoint_write_leaves_the_last_checkpoint_intact(tmp_path
     BackbonesCheckpointer(model, save_dir=str(tmp_path)).resume_or_load("", resume=True)  # loads cleanly
 
 
+@pytest.mark.slow
 def test_nan_stops_training_and_keeps_the_last_good_checkpoint(data, tmp_path):
     out = tmp_path / "nan"
+    # 3 harmless iterations (constant warm-up at lr 1e-3) and a checkpoint after the second, then lr 1e6
     proc = subprocess.run([sys.executable, *det_args(data, out, 40), "SOLVER.BASE_LR", "1e6",
-                           "SOLVER.CLIP_GRADIENTS.ENABLED", "False", "SOLVER.WARMUP_ITERS", "0"],
+                           "SOLVER.CLIP_GRADIENTS.ENABLED", "False", "SOLVER.WARMUP_ITERS", "3",
+                           "SOLVER.WARMUP_METHOD", "constant", "SOLVER.WARMUP_FACTOR", "1e-9"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "FloatingPointError" in proc.stderr
     assert "training diverged at iteration" in proc.stderr or "parameters became inf/NaN at iteration" in proc.stderr
     assert "loss_" in proc.stderr and "last good checkpoint is" in proc.stderr
     last = out / "last_checkpoint"
-    if last.exists():  # whatever was saved before the failure is finite
-        w = _weights(out / last.read_text())
-        assert all(torch.isfinite(v).all() for v in w.values() if v.is_floating_point())
+    assert last.read_text().startswith("model_000")  # a checkpoint from before the divergence, and it is finite
+    w = _weights(out / last.read_text())
+    assert all(torch.isfinite(v).all() for v in w.values() if v.is_floating_point())
 
 
 # ---- bad inputs --------------------------------------------------------------------------------------------
@@ -189,7 +194,7 @@ def test_truncated_and_missing_images_name_the_file(tmp_path):
         mapper({"file_name": str(tmp_path / "nowhere.jpg"), "height": 64, "width": 64})
 
 
-def test_images_without_annotations_are_dropped_with_a_log(data, tmp_path):
+def test_images_without_annotations_are_dropped_with_a_log(data, tmp_path, caplog):
     from detectron2.data import DatasetCatalog, MetadataCatalog
     from detectron2.data.build import get_detection_dataset_dicts
 
@@ -198,8 +203,15 @@ def test_images_without_annotations_are_dropped_with_a_log(data, tmp_path):
         {"file_name": "y.jpg", "image_id": 2, "height": 8, "width": 8,
          "annotations": [{"bbox": [1, 1, 4, 4], "bbox_mode": 0, "category_id": 0}]}])
     MetadataCatalog.get("rel_empty_images").thing_classes = ["a"]
-    dicts = get_detection_dataset_dicts(["rel_empty_images"], filter_empty=True)
-    assert [d["image_id"] for d in dicts] == [2]  # Detectron2 logs "Removed 1 images with no usable annotations"
+    d2_logger = logging.getLogger("detectron2")  # it does not propagate to the root logger caplog listens on
+    d2_logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="detectron2"):
+            dicts = get_detection_dataset_dicts(["rel_empty_images"], filter_empty=True)
+    finally:
+        d2_logger.removeHandler(caplog.handler)
+    assert [d["image_id"] for d in dicts] == [2]
+    assert "Removed 1 images with no usable annotations. 1 images left." in caplog.text
     DatasetCatalog.register("rel_empty_dataset", lambda: [])
     with pytest.raises(AssertionError, match="rel_empty_dataset"):
         get_detection_dataset_dicts(["rel_empty_dataset"])

@@ -11,6 +11,8 @@ import torch
 
 from conftest import det_args, run_tool
 
+pytestmark = pytest.mark.slow  # every test here runs the tools end to end
+
 
 def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     out = tmp_path / "run"

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Performance, measured side by side in one run and reported as ratios (absolute times on shared machines are
-noise). Writes a table to stdout, JSON to --json, and with --markdown the BENCHMARKS.md section.
+"""Performance against the references, measured side by side in one run.
 
-    python tools/benchmark.py                    # everything, ~15 minutes on 2 CPU cores
-    python tools/benchmark.py --only backbone cocoeval --repeats 5
+Every comparison alternates the sides (ours, reference, ours, reference, ...) for --repeats rounds after --warmup
+rounds and reports the median of the per-round ratios reference_time / our_time with a bootstrap 95% interval over
+the rounds. A result is labelled "faster" only when the whole interval is above 1.0, "slower" when it is below,
+"parity" otherwise. The JSON records threads, layout and the torch / oneDNN versions beside every figure.
 
-Sections: backbone (ours vs torchvision, train and inference; inference variants), detector (our R-101-C4 plugin
-vs Detectron2's built-in R-101-C4, same config, shorter side 600), cocoeval (faster-coco-eval vs pycocotools on
-5,000 synthetic images), peak (achieved GFLOP/s of the backbone vs a large matmul), loader (detection train
-loader throughput vs the training step's consumption), memory (peak RSS of an R-101-C4 training iteration).
-Measurements alternate between the two sides (ABAB...) and report medians.
+    python tools/benchmark.py                          # every section, ~25 minutes on 2 CPU cores
+    python tools/benchmark.py --only backbone --repeats 9 --markdown BENCHMARKS-run.md
+
+Sections: backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training and inference; channels-last variants),
+detector (our R-101-C4 vs Detectron2's built-in R-101-C4, same settings, shorter side 600), main_job (one training
+iteration of each main-job leg at 128 px, norm folding on vs off, fraction of matmul peak, per-op profile),
+cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s vs a large matmul), loader
+(train-loader images/s vs the C4 step's consumption), memory (peak RSS of an R-101-C4 training iteration).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import gc
 import io
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,19 +40,49 @@ import detection  # noqa: F401  (before any detectron2 submodule: the _C shim)
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _median_times(fns: dict, repeats: int, warmup: int = 1) -> dict[str, float]:
-    """Run each fn `warmup` times, then `repeats` rounds alternating between them; median seconds per call."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+# ---- measurement ---------------------------------------------------------------------------------------------------
 
+def alternate(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds per call of each fn: `warmup` untimed rounds, then `repeats` rounds, the sides alternating."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for r in range(repeats):
+        order = list(fns) if r % 2 == 0 else list(reversed(fns))  # neither side always runs first
+        for k in order:
+            t0 = time.perf_counter()
+            fns[k]()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def ratio_stats(reference: list[float], ours: list[float], *, resamples: int = 4000, seed: int = 0) -> dict:
+    """Median of per-round ratios reference / ours, a bootstrap 95% interval of that median, and the verdict."""
+    ratios = np.asarray(reference) / np.asarray(ours)
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(ratios, size=(resamples, len(ratios)), replace=True), axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    verdict = "faster" if lo > 1.0 else "slower" if hi < 1.0 else "parity (interval includes 1.0)"
+    return {"ratio": float(np.median(ratios)), "ci95": [float(lo), float(hi)], "verdict": verdict,
+            "rounds": len(ratios)}
+
+
+def compare(ours: Callable, reference: Callable, repeats: int, warmup: int = 2, names=("ours", "reference")) -> dict:
+    t = alternate({names[0]: ours, names[1]: reference}, repeats, warmup)
+    return {f"s_{names[0]}": statistics.median(t[names[0]]), f"s_{names[1]}": statistics.median(t[names[1]]),
+            **ratio_stats(t[names[1]], t[names[0]])}
+
+
+def machine() -> dict:
+    cfg = torch.__config__.show()
+    onednn = re.search(r"(?:oneDNN|MKL-DNN|mkldnn)[^\n]*?v?(\d+\.\d+(?:\.\d+)?)", cfg)
+    return {"cpus": os.cpu_count(), "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "onednn": onednn.group(1) if onednn else "unknown", "layout": "NCHW unless a row says channels_last",
+            "date": time.strftime("%Y-%m-%d")}
+
+
+# ---- backbones vs torchvision --------------------------------------------------------------------------------------
 
 def _bench_backbone_one(name: str, opts: dict, repeats: int) -> dict:
     import torchvision
@@ -61,36 +97,33 @@ def _bench_backbone_one(name: str, opts: dict, repeats: int) -> dict:
     torch.save(tv.state_dict(), tv_path)
     backbones.load_pretrained(ours, tv_path)
 
-    def train_step(m):
-        m.train()
+    def train_step(m, inp=x):
         m.zero_grad(set_to_none=True)
-        m(x).sum().backward()
+        m(inp).sum().backward()
 
-    t = _median_times({"ours": lambda: train_step(ours), "torchvision": lambda: train_step(tv)}, repeats)
-    row = {"train_img_s_ours": 8 / t["ours"], "train_img_s_torchvision": 8 / t["torchvision"],
-           "train_ratio": t["torchvision"] / t["ours"]}
-    ours.eval()
-    tv.eval()
-    # channels_last is an explicit choice (model.to(memory_format=...)): compare it with the default NCHW layout,
-    # each checked against torchvision's output.
-    cl = backbones.create_model(name, **opts).eval()
-    cl.load_state_dict(ours.state_dict())
-    cl = cl.to(memory_format=torch.channels_last)
+    ours.train()
+    tv.train()
+    row = {"train": compare(lambda: train_step(ours), lambda: train_step(tv), repeats, names=("ours", "torchvision"))}
     x_cl = x.contiguous(memory_format=torch.channels_last)
-    variants = {"ours": lambda: ours(x), "torchvision": lambda: tv(x), "ours_channels_last": lambda: cl(x_cl)}
+    ours_cl = backbones.create_model(name, **opts)
+    ours_cl.load_state_dict(ours.state_dict())
+    ours_cl = ours_cl.to(memory_format=torch.channels_last).train()
+    row["train_channels_last_vs_nchw"] = compare(lambda: train_step(ours_cl, x_cl), lambda: train_step(ours),
+                                                 repeats, names=("channels_last", "nchw"))
+    for m in (ours, tv, ours_cl):
+        m.eval()
     with torch.inference_mode():
-        ref = tv(x)
-        torch.testing.assert_close(ours(x), ref, atol=1e-3, rtol=1e-3)  # every variant must stay correct
-        torch.testing.assert_close(cl(x_cl), ref, atol=1e-3, rtol=1e-3)
-        t = _median_times(variants, repeats)
-    row.update({f"infer_img_s_{k}": 8 / v for k, v in t.items()})
-    row["infer_ratio"] = t["torchvision"] / t["ours"]
-    row["infer_channels_last_vs_nchw"] = t["ours"] / t["ours_channels_last"]
+        ref = tv(x)  # every variant must stay correct before it is timed
+        torch.testing.assert_close(ours(x), ref, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(ours_cl(x_cl), ref, atol=1e-3, rtol=1e-3)
+        row["infer"] = compare(lambda: ours(x), lambda: tv(x), repeats, names=("ours", "torchvision"))
+        row["infer_channels_last_vs_torchvision"] = compare(lambda: ours_cl(x_cl), lambda: tv(x), repeats,
+                                                            names=("ours_channels_last", "torchvision"))
     return row
 
 
 def bench_backbone(repeats: int) -> dict:
-    out = {}
+    out = {"conditions": "batch 8 at 224x224, fp32; ours: BN folded into the convs in eval mode"}
     for name, opts in (("resnet50", {"stride_in_1x1": False}), ("resnet101", {"stride_in_1x1": False}),
                        ("vgg16", {})):
         out[name] = _bench_backbone_one(name, opts, repeats)
@@ -98,27 +131,7 @@ def bench_backbone(repeats: int) -> dict:
     return out
 
 
-def _gflops(name: str, repeats: int) -> float:
-    import backbones
-
-    model = backbones.create_model(name).eval()
-    macs = backbones.complexity(model).macs
-    x = torch.randn(8, 3, 224, 224)
-    with torch.inference_mode():
-        tf = _median_times({"f": lambda: model(x)}, repeats)["f"]
-    return 2 * macs * 8 / tf / 1e9
-
-
-def bench_peak(repeats: int) -> dict:
-    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
-    t = _median_times({"mm": lambda: a @ b}, repeats)["mm"]
-    peak = 2 * 4096**3 / t / 1e9
-    res = {"matmul_gflops": peak}
-    for name in ("resnet101", "resnet50"):
-        res[f"{name}_inference_gflops"] = g = _gflops(name, repeats)
-        res[f"{name}_fraction_of_peak"] = g / peak
-    return res
-
+# ---- detector vs Detectron2 -----------------------------------------------------------------------------------------
 
 def _det_cfgs():
     from detectron2 import model_zoo
@@ -127,16 +140,20 @@ def _det_cfgs():
     from detection import get_detection_cfg
 
     ours = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_101_C4.yaml",
-                             ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NORM", "FrozenBN"])
+                             ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])
     d2 = get_cfg()
     d2.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_101_C4_3x.yaml"))
     d2.MODEL.WEIGHTS, d2.MODEL.DEVICE = "", "cpu"
-    # the same detector settings as ours: paper anchors, RoI pooling, RoI batch, proposals, input size
+    # Detectron2's detector with ours's settings (they differ from its zoo config; the network is the same)
     d2.MODEL.ANCHOR_GENERATOR.SIZES = [list(ours.MODEL.ANCHOR_GENERATOR.SIZES[0])]
     d2.MODEL.ROI_BOX_HEAD.POOLER_TYPE = ours.MODEL.ROI_BOX_HEAD.POOLER_TYPE
     d2.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE = ours.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE
-    for k in ("PRE_NMS_TOPK_TRAIN", "POST_NMS_TOPK_TRAIN", "PRE_NMS_TOPK_TEST", "POST_NMS_TOPK_TEST"):
+    for k in ("PRE_NMS_TOPK_TRAIN", "POST_NMS_TOPK_TRAIN", "PRE_NMS_TOPK_TEST", "POST_NMS_TOPK_TEST",
+              "BOUNDARY_THRESH", "SMOOTH_L1_BETA"):
         setattr(d2.MODEL.RPN, k, getattr(ours.MODEL.RPN, k))
+    d2.MODEL.PROPOSAL_GENERATOR.MIN_SIZE = ours.MODEL.PROPOSAL_GENERATOR.MIN_SIZE
+    d2.MODEL.ROI_HEADS.NMS_THRESH_TEST = ours.MODEL.ROI_HEADS.NMS_THRESH_TEST
+    d2.MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA = ours.MODEL.ROI_BOX_HEAD.SMOOTH_L1_BETA
     return ours, d2
 
 
@@ -149,19 +166,30 @@ def _calibrated(model):
     return model
 
 
-def _det_inputs():
+def _det_inputs(h=600, w=800):
     from detectron2.structures import Boxes, Instances
 
     g = torch.Generator().manual_seed(0)
-    img = (torch.rand(3, 600, 800, generator=g) * 255)
-    inst = Instances((600, 800), gt_boxes=Boxes(torch.tensor([[50.0, 60.0, 300.0, 400.0], [400, 100, 700, 500]])),
-                     gt_classes=torch.tensor([1, 5]))
-    return [{"image": img, "instances": inst, "height": 600, "width": 800}]
+    img = (torch.rand(3, h, w, generator=g) * 255)
+    inst = Instances((h, w), gt_boxes=Boxes(torch.tensor([[50.0, 60.0, 300.0, 400.0], [400, 100, 700, 500]]) *
+                                           torch.tensor([w / 800, h / 600, w / 800, h / 600])),
+                     gt_classes=torch.tensor([1, 3]))
+    return [{"image": img, "instances": inst, "height": h, "width": w}]
+
+
+def _train_step(model, opt, batch):
+    from detectron2.utils.events import EventStorage
+
+    with EventStorage(0):
+        loss = sum(model(batch).values())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
 
 
 def bench_detector(repeats: int) -> dict:
     from detectron2.modeling import build_model
-    from detectron2.utils.events import EventStorage
 
     ours_cfg, d2_cfg = _det_cfgs()
     torch.manual_seed(0)
@@ -169,27 +197,122 @@ def bench_detector(repeats: int) -> dict:
     models["ours"].load_state_dict(models["detectron2"].state_dict())  # same names, same weights
     batch = _det_inputs()
     opts = {k: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=1e-4) for k, m in models.items()}
-
-    def step(k):
-        m = models[k].train()
-        with EventStorage(0):
-            loss = sum(m(batch).values())
-        opts[k].zero_grad()
-        loss.backward()
-        opts[k].step()
-
-    t = _median_times({k: (lambda k=k: step(k)) for k in models}, repeats)
-    res = {"train_s_per_iter_ours": t["ours"], "train_s_per_iter_detectron2": t["detectron2"],
-           "train_ratio": t["detectron2"] / t["ours"]}
+    for m in models.values():
+        m.train()
+    res = {"conditions": "R-101-C4, 1 image 600x800, 128 RoIs, FrozenBN, FREEZE_AT 2, fp32",
+           "train": compare(lambda: _train_step(models["ours"], opts["ours"], batch),
+                            lambda: _train_step(models["detectron2"], opts["detectron2"], batch), repeats,
+                            names=("ours", "detectron2"))}
+    cl_cfg = ours_cfg.clone()
+    cl_cfg.defrost()
+    cl_cfg.MODEL.BACKBONES.CHANNELS_LAST = True
+    models["ours_channels_last"] = build_model(cl_cfg).train()
+    models["ours_channels_last"].load_state_dict(models["detectron2"].state_dict())
+    opts["ours_channels_last"] = torch.optim.SGD(
+        [p for p in models["ours_channels_last"].parameters() if p.requires_grad], lr=1e-4)
+    res["train_channels_last_vs_nchw"] = compare(
+        lambda: _train_step(models["ours_channels_last"], opts["ours_channels_last"], batch),
+        lambda: _train_step(models["ours"], opts["ours"], batch), repeats, names=("channels_last", "nchw"))
     infer = [{k: v for k, v in batch[0].items() if k != "instances"}]
     for m in models.values():
         m.eval()
     with torch.inference_mode():
-        t = _median_times({k: (lambda k=k: models[k](infer)) for k in models}, repeats)
-    res.update({"infer_s_per_img_ours": t["ours"], "infer_s_per_img_detectron2": t["detectron2"],
-                "infer_ratio": t["detectron2"] / t["ours"]})
+        res["infer"] = compare(lambda: models["ours"](infer), lambda: models["detectron2"](infer), repeats,
+                               names=("ours", "detectron2"))
+        res["infer_channels_last_vs_detectron2"] = compare(
+            lambda: models["ours_channels_last"](infer), lambda: models["detectron2"](infer), repeats,
+            names=("ours_channels_last", "detectron2"))
     return res
 
+
+# ---- the main job's detection iteration ---------------------------------------------------------------------------
+
+MAIN_JOB_LEGS = {"vgg16_bn_pretrained": ("faster_rcnn_vgg16.yaml", "vgg16_bn", True),
+                 "resnet101_pretrained": ("faster_rcnn_R_101_C4.yaml", "resnet101", True),
+                 "resnet101_scratch": ("faster_rcnn_R_101_C4.yaml", "resnet101", False)}
+
+
+def _main_job_model(config: str, name: str, pretrained: bool):
+    from detectron2.modeling import build_model
+
+    from detection import get_detection_cfg
+
+    files = [f"configs/COCO-Detection/{config}", "configs/Embedded-Detection/smoke.yaml"]
+    if pretrained:
+        files.append("configs/Embedded-Detection/pretrained.yaml")
+    cfg = get_detection_cfg(files, ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", name])
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    return (_calibrated(model) if pretrained else model), cfg
+
+
+def _iteration_gmacs(model, cfg) -> float:
+    """Mult-adds of one training iteration (2 images): conv/fc forward of trunk, RPN head and per-RoI head, x3 for
+    the backward pass (an estimate; NMS, RoIAlign and losses are not mult-adds)."""
+    from fvcore.nn import FlopCountAnalysis
+
+    def macs(module, *shape):
+        a = FlopCountAnalysis(module, torch.zeros(*shape)).unsupported_ops_warnings(False)
+        return a.uncalled_modules_warnings(False).tracer_warnings("none").total()
+
+    s = cfg.INPUT.MIN_SIZE_TEST
+    trunk = macs(model.backbone.eval(), 1, 3, s, s)
+    feat = next(iter(model.backbone.output_shape().values()))
+    rpn = 9 * feat.channels ** 2 * (s // feat.stride) ** 2  # the RPN's 3x3 conv (its 1x1 convs are negligible)
+    res = cfg.MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION
+    if hasattr(model.roi_heads, "res5"):
+        head = macs(model.roi_heads.res5.eval(), 1, feat.channels, res, res)
+    else:
+        head = model.backbones_model.fc6.weight.numel() + model.backbones_model.fc7.weight.numel()
+    rois = cfg.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE
+    model.train()
+    return 3 * cfg.SOLVER.IMS_PER_BATCH * (trunk + rpn + rois * head) / 1e9
+
+
+def _main_job_leg(config: str, name: str, pretrained: bool, peak: float, repeats: int) -> dict:
+    from backbones.blocks import set_norm_folding
+
+    model, cfg = _main_job_model(config, name, pretrained)
+    gmacs = _iteration_gmacs(model, cfg)
+    batch = _det_inputs(128, 128) + _det_inputs(128, 128)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step(fold: bool):
+        set_norm_folding(model, fold)
+        _train_step(model, opt, batch)
+
+    row = compare(lambda: step(True), lambda: step(False), repeats, names=("folded", "unfolded"))
+    row["gmacs_per_iteration"] = gmacs
+    for side in ("folded", "unfolded"):
+        row[f"fraction_of_peak_{side}"] = 2 * gmacs / row[f"s_{side}"] / peak
+    row["profile_top_ops"] = _profile(lambda: step(True))
+    return row
+
+
+def bench_main_job(repeats: int) -> dict:
+    peak = bench_peak(3, backbones_too=False)["matmul_gflops"]
+    out = {"conditions": "one training iteration of 2 images at 128 px, width 0.25 (configs/Embedded-Detection)",
+           "matmul_peak_gflops": peak}
+    for leg, (config, name, pretrained) in MAIN_JOB_LEGS.items():
+        out[leg] = _main_job_leg(config, name, pretrained, peak, repeats)
+    return out
+
+
+def _profile(step: Callable, top: int = 12) -> list[dict]:
+    """Self CPU time by operator over 3 iterations (after one warm-up), the top `top`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            step()
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events) or 1
+    return [{"op": e.key, "self_ms_per_iter": round(e.self_cpu_time_total / 3000, 2),
+             "share": round(e.self_cpu_time_total / total, 3)} for e in events[:top]]
+
+
+# ---- evaluation, peak, loader, memory --------------------------------------------------------------------------------
 
 def bench_cocoeval(repeats: int) -> dict:
     from pycocotools.coco import COCO
@@ -215,19 +338,40 @@ def bench_cocoeval(repeats: int) -> dict:
                         "categories": [{"id": c, "name": f"c{c}"} for c in range(1, 11)]}
         coco.createIndex()
     results = {}
-    t = _median_times({b: (lambda b=b: results.__setitem__(b, evaluate_coco(coco, dets, backend=b)))
-                       for b in ("faster_coco_eval", "pycocotools")}, repeats, warmup=0)
-    same = all(abs(results["faster_coco_eval"].stats[k] - results["pycocotools"].stats[k]) < 1e-9
-               for k in results["pycocotools"].stats)
-    return {"images": 5000, "detections": len(dets), "seconds_faster_coco_eval": t["faster_coco_eval"],
-            "seconds_pycocotools": t["pycocotools"], "speedup": t["pycocotools"] / t["faster_coco_eval"],
-            "identical_stats": same, "AP": results["pycocotools"].stats["AP"]}
+    row = compare(lambda: results.__setitem__("fast", evaluate_coco(coco, dets, backend="faster_coco_eval")),
+                  lambda: results.__setitem__("ref", evaluate_coco(coco, dets, backend="pycocotools")),
+                  max(3, repeats // 2), warmup=0, names=("faster_coco_eval", "pycocotools"))
+    row["identical_stats"] = all(abs(results["fast"].stats[k] - results["ref"].stats[k]) < 1e-9
+                                 for k in results["ref"].stats)
+    row["conditions"] = f"5,000 images, {len(anns)} boxes, {len(dets)} detections, 10 categories"
+    return row
+
+
+def _gflops(name: str, repeats: int) -> float:
+    import backbones
+
+    model = backbones.create_model(name).eval()
+    macs = backbones.complexity(model).macs
+    x = torch.randn(8, 3, 224, 224)
+    with torch.inference_mode():
+        tf = statistics.median(alternate({"f": lambda: model(x)}, repeats, warmup=1)["f"])
+    return 2 * macs * 8 / tf / 1e9
+
+
+def bench_peak(repeats: int, backbones_too: bool = True) -> dict:
+    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
+    t = statistics.median(alternate({"mm": lambda: a @ b}, repeats, warmup=1)["mm"])
+    res = {"matmul_gflops": 2 * 4096**3 / t / 1e9}
+    if backbones_too:
+        for name in ("resnet101", "resnet50"):
+            res[f"{name}_inference_gflops"] = g = _gflops(name, repeats)
+            res[f"{name}_fraction_of_peak"] = g / res["matmul_gflops"]
+    return res
 
 
 def bench_loader(repeats: int) -> dict:
     """Images/s the train loader delivers (mapper + augmentation, 2 workers) vs images/s the C4 step consumes."""
     from detectron2.modeling import build_model
-    from detectron2.utils.events import EventStorage
 
     from detection import get_detection_cfg
     from detection.datasets import ensure_embedded_dataset
@@ -251,79 +395,80 @@ def bench_loader(repeats: int) -> dict:
     model = _calibrated(build_model(paper_cfg)).train()
     batch = _det_inputs() * 2
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-
-    def step():
-        with EventStorage(0):
-            loss = sum(model(batch).values())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    t = _median_times({"step": step}, max(2, repeats // 2))["step"]
-    step_rate = 2 / t
-    return {"loader_img_s": loader_rate, "train_step_img_s": step_rate, "ratio": loader_rate / step_rate}
+    t = statistics.median(alternate({"step": lambda: _train_step(model, opt, batch)}, max(2, repeats // 3),
+                                    warmup=1)["step"])
+    return {"loader_img_s": loader_rate, "train_step_img_s": 2 / t, "ratio": loader_rate * t / 2}
 
 
-def bench_memory() -> dict:
-    code = (
-        "import torch, detection, resource\n"
-        "from detectron2.modeling import build_model\n"
-        "from detectron2.utils.events import EventStorage\n"
-        "sys_path = __import__('sys').path.insert(0, 'tools')\n"
-        "import benchmark as b\n"
-        "cfg, _ = b._det_cfgs()\n"
-        "m = b._calibrated(build_model(cfg)).train()\n"
-        "with EventStorage(0):\n"
-        "    loss = sum(m(b._det_inputs()).values())\n"
-        "loss.backward()\n"
-        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
-        "print(int(hwm) // 1024)\n")
+def bench_memory(repeats: int) -> dict:
+    code = ("import sys; sys.path.insert(0, 'tools')\n"
+            "import benchmark as b\n"
+            "from detectron2.modeling import build_model\n"
+            "cfg, _ = b._det_cfgs()\n"
+            "m = b._calibrated(build_model(cfg)).train()\n"
+            "import torch\n"
+            "b._train_step(m, torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=1e-4),"
+            " b._det_inputs())\n"
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+            "print(int(hwm) // 1024)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
         return {"error": out.stderr[-500:]}
     return {"peak_rss_mib_r101_c4_train_iter_600px": int(out.stdout.strip().splitlines()[-1])}
 
 
-SECTIONS = {"backbone": bench_backbone, "peak": bench_peak, "detector": bench_detector,
-            "cocoeval": bench_cocoeval, "loader": bench_loader, "memory": lambda repeats: bench_memory()}
+SECTIONS = {"backbone": bench_backbone, "detector": bench_detector, "main_job": bench_main_job,
+            "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory}
 
 
-def _fmt(v):
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, dict) and "ratio" in v:
+        lo, hi = v["ci95"]
+        return f"{v['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] {v['verdict']} ({v['rounds']} rounds)"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_fmt(x)}" for k, x in v.items())
+    if isinstance(v, list) and v and isinstance(v[0], dict):
+        return "; ".join(f"{d['op']} {d['self_ms_per_iter']} ms ({100 * d['share']:.0f}%)" for d in v)
+    return str(v)
+
+
+def markdown(results: dict, argv: list[str]) -> str:
+    lines = [f"Command: `python tools/benchmark.py {' '.join(argv)}`. Machine: {_fmt(results['machine'])}.", ""]
+    for name in [n for n in SECTIONS if n in results]:
+        lines.append(f"### {name}")
+        for k, v in results[name].items():
+            if isinstance(v, dict) and "ratio" not in v and any(isinstance(x, dict) for x in v.values()):
+                lines += [f"- {k}:"] + [f"  - {kk}: {_fmt(x)}" for kk, x in v.items()]
+            else:
+                lines.append(f"- {k}: {_fmt(v)}")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=7, help="timed rounds per comparison (at least 7 for a CI)")
     ap.add_argument("--json", default="output/benchmark/benchmark.json")
-    ap.add_argument("--markdown", default=None, help="write the figures as markdown to this file")
+    ap.add_argument("--markdown", default=None, help="also write the figures as Markdown to this file")
     args = ap.parse_args(argv)
+    if args.repeats < 3:
+        ap.error("--repeats must be at least 3 (7 or more for a meaningful interval)")
     torch.set_num_threads(os.cpu_count() or 1)
-    results = json.loads(Path(args.json).read_text()) if Path(args.json).is_file() else {}  # sections not rerun
-    results["machine"] = {"cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                          "date": time.strftime("%Y-%m-%d")}
+    results = {"machine": machine()}
     for name in args.only:
         t0 = time.time()
         print(f"[benchmark] {name} ...", flush=True)
         results[name] = SECTIONS[name](args.repeats)
         results[name]["section_seconds"] = round(time.time() - t0, 1)
         for k, v in results[name].items():
-            if isinstance(v, dict):
-                print(f"  {k}: " + ", ".join(f"{kk}={_fmt(vv)}" for kk, vv in v.items()))
-            else:
-                print(f"  {k}: {_fmt(v)}")
+            print(f"  {k}: {_fmt(v)}", flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=2))
     if args.markdown:
-        lines = [f"Command: `python tools/benchmark.py --repeats {args.repeats}` ({results['machine']})", ""]
-        for name in [n for n in SECTIONS if n in results]:
-            lines.append(f"### {name}")
-            for k, v in results[name].items():
-                lines.append(f"- {k}: " + (", ".join(f"{kk} {_fmt(vv)}" for kk, vv in v.items())
-                                           if isinstance(v, dict) else _fmt(v)))
-            lines.append("")
-        Path(args.markdown).write_text("\n".join(lines))
+        Path(args.markdown).write_text(markdown(results, sys.argv[1:] if argv is None else argv))
     print(f"[benchmark] wrote {args.json}")
     return 0
 

@@ -2,8 +2,8 @@
 """Create or update the project's virtual environment (.venv): the one set-up entry point.
 
 Installs, in order:
-  1. torch==2.14.1 and torchvision==0.29.1 (pinned as a pip constraint for every later step, so no other
-     package can pull a different torch);
+  1. torch and torchvision at TORCH_PINS (the project's one statement of them; a pip constraint for every later
+     step, so no other package can pull a different torch);
   2. Detectron2 0.6 from the PyPI sdist `pb1-detectron2==0.6`, sha256-pinned, patched by
      tools/patch_detectron2.py (later upstream fixes for numpy 2 / Pillow 10 / setuptools 81; no C++ build),
      installed as a real distribution (`pip show pb1-detectron2`);
@@ -33,7 +33,7 @@ D2_REQUIREMENT = "pb1-detectron2==0.6"
 D2_SHA256 = "5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 D2_SDIST = "pb1-detectron2-0.6.tar.gz"
 # (distribution, version or None): what a complete environment must contain.
-REQUIRED_DISTS = (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("pb1-detectron2", "0.6"),
+REQUIRED_DISTS = (*(tuple(pin.split("==")) for pin in TORCH_PINS), ("pb1-detectron2", "0.6"),
                   ("resnet-detection-benchmark", None), ("faster-coco-eval", None), ("pytest", None),
                   ("deepforest", "2.1.0"))
 # Test data only: real-world VOC XML (tree crowns) shipped in the deepforest wheel (MIT); its deps are not needed.

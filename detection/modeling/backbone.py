@@ -48,8 +48,10 @@ def backbone_spec_from_cfg(cfg) -> BackboneSpec:
 
 
 def build_backbones_model(cfg) -> FeatureNet:
-    """The `backbones` model named by MODEL.BACKBONES.NAME, with its options from the config (no classifier)."""
-    return backbone_spec_from_cfg(cfg).build()
+    """The `backbones` model named by MODEL.BACKBONES.NAME, with its options from the config (no classifier);
+    conv weights in channels_last when MODEL.BACKBONES.CHANNELS_LAST."""
+    model = backbone_spec_from_cfg(cfg).build()
+    return model.to(memory_format=torch.channels_last) if cfg.MODEL.BACKBONES.CHANNELS_LAST else model
 
 
 class BackbonesTrunk(Backbone):
@@ -60,8 +62,9 @@ class BackbonesTrunk(Backbone):
     RoI head).
     """
 
-    def __init__(self, model: FeatureNet, out_features: list[str]):
+    def __init__(self, model: FeatureNet, out_features: list[str], *, channels_last: bool = False):
         super().__init__()
+        self.channels_last = channels_last  # convert the input (the weights are converted with the model)
         names = model.stage_names
         unknown = [f for f in out_features if f not in names]
         if unknown:
@@ -78,11 +81,14 @@ class BackbonesTrunk(Backbone):
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         if x.dim() != 4:
             raise ValueError(f"expected a (N, C, H, W) batch, got shape {tuple(x.shape)}")
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         return dict(run_stages(((n, getattr(self, n)) for n in self.stage_names), x, self._out_features))
 
 
 def trunk_from_model(cfg, model: FeatureNet) -> BackbonesTrunk:
-    return BackbonesTrunk(model, list(cfg.MODEL.BACKBONES.OUT_FEATURES))
+    return BackbonesTrunk(model, list(cfg.MODEL.BACKBONES.OUT_FEATURES),
+                          channels_last=cfg.MODEL.BACKBONES.CHANNELS_LAST)
 
 
 def fpn_from_trunk(cfg, bottom_up: BackbonesTrunk) -> FPN:

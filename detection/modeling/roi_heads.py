@@ -42,9 +42,10 @@ class BackbonesRes5ROIHeads(Res5ROIHeads):
     """
 
     @configurable
-    def __init__(self, *, final_norm: nn.Module | None = None, **kwargs):
+    def __init__(self, *, final_norm: nn.Module | None = None, channels_last: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.final_norm = final_norm
+        self.channels_last = channels_last  # RoIAlign/RoIPool give NCHW: convert once per batch of RoIs
 
     @classmethod
     def from_config(cls, cfg, input_shape, backbones_model: FeatureNet | None = None):
@@ -59,11 +60,14 @@ class BackbonesRes5ROIHeads(Res5ROIHeads):
         out_channels = model.feature("res5").channels
         return {**ROIHeads.from_config(cfg), "in_features": in_features,
                 "pooler": _pooler(cfg, input_shape, in_features), "res5": model.res5,
-                "final_norm": getattr(model, "final_norm", None),
+                "final_norm": getattr(model, "final_norm", None), "channels_last": cfg.MODEL.BACKBONES.CHANNELS_LAST,
                 "box_predictor": FastRCNNOutputLayers(cfg, ShapeSpec(channels=out_channels, height=1, width=1))}
 
     def _shared_roi_transform(self, features, boxes):
-        return final_activation(self.res5(self.pooler(features, boxes)), self.final_norm)
+        x = self.pooler(features, boxes)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return final_activation(self.res5(x), self.final_norm)
 
 
 @ROI_BOX_HEAD_REGISTRY.register()

@@ -16,8 +16,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 __all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR"]
 
-SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, at most MAX_BOXES per image
-MAX_BOXES = 10
+SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, and at least the top N (N = ground-truth objects)
+MAX_BOXES = 10  # at most this many per image
 GT_COLOUR = (0, 200, 0)
 DET_COLOUR = (255, 40, 40)
 _HEADER = 18
@@ -28,6 +28,14 @@ def _boxes_by_image(items: list[dict]) -> dict[int, list[dict]]:
     for a in items:
         out[a["image_id"]].append(a)
     return out
+
+
+def _shown(detections: list[dict], num_gt: int) -> list[dict]:
+    """What a reader should see of one image's detections: the confident ones, and at least as many of the best
+    as there are objects (a weakly trained detector's scores are low; its best boxes still show what it found)."""
+    ranked = sorted(detections, key=lambda d: -d["score"])
+    top = max(1, num_gt)
+    return [d for i, d in enumerate(ranked) if i < top or d["score"] >= SCORE_THRESHOLD][:MAX_BOXES]
 
 
 def _draw_cell(image: Image.Image, scale: float, boxes: list[dict], names: dict[int, str], colour,
@@ -56,10 +64,8 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
     gt_boxes = _boxes_by_image(gt.get("annotations", []))
     dets = []
     for title, path in columns:
-        results = json.loads(Path(path).read_text())
-        keep = [d for d in results if d.get("score", 0.0) >= SCORE_THRESHOLD]
-        by_image = _boxes_by_image(keep)
-        dets.append((title, {k: sorted(v, key=lambda d: -d["score"])[:MAX_BOXES] for k, v in by_image.items()}))
+        by_image = _boxes_by_image(json.loads(Path(path).read_text()))
+        dets.append((title, {k: _shown(v, len(gt_boxes.get(k, []))) for k, v in by_image.items()}))
     font = ImageFont.load_default()
     rows = []
     for im in images:

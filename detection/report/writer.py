@@ -196,8 +196,9 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
     except (OSError, ValueError, KeyError) as err:
         return [], [f"Qualitative panel not drawn: {err}"]
     seed = "" if all(g.n == 1 for g in cands) else " (first seed of each configuration)"
-    caption = (f"{dataset}, images {ids}: ground truth (green) and each detector's boxes{seed} with score >= "
-               f"{SCORE_THRESHOLD} (red), read from inference/{dataset}/coco_instances_results.json")
+    caption = (f"{dataset}, images {ids}: ground truth (green) and each detector's boxes{seed} (red: every box "
+               f"with score >= {SCORE_THRESHOLD}, and at least the best N where N is the number of objects; score "
+               f"beside each), read from inference/{dataset}/coco_instances_results.json")
     return [(path.name, caption)], []
 
 
