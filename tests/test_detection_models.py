@@ -159,8 +159,9 @@ def test_r50_c4_matches_detectron2_builtin():
             elif name.endswith(("running_var", "weight")) and "norm" in name:
                 buf.uniform_(0.5, 1.5)
     ours = build_model(get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
-                                         ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])).eval()
-    set_norm_folding(ours, False)  # the same operators as Detectron2 (folding has its own test)
+                                         ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu",
+                                          "MODEL.BACKBONES.CHANNELS_LAST", "False"])).eval()
+    set_norm_folding(ours, False)  # the same operators as Detectron2 (folding and layout have their own tests)
     assert set(ours.state_dict()) == set(d2.state_dict())  # identical parameter names
     ours.load_state_dict(d2.state_dict())
     x = torch.randn(1, 3, 128, 160)

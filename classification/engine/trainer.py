@@ -147,6 +147,8 @@ def build(cfg: ClsConfig) -> Run:
     _seed_everything(cfg.seed + rank, cfg.deterministic)
     train_set, val_set, mean_std = build_datasets(cfg)
     model = create_model(cfg.model, num_classes=len(train_set.classes), **cfg.model_options).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     base_lr = cfg.base_lr(world)
     trainable = [p for p in model.parameters() if p.requires_grad]
     if cfg.decay_norm_and_bias:  # the paper (Caffe): weight decay on every parameter
@@ -184,6 +186,8 @@ def step(run: Run, images: torch.Tensor, labels: torch.Tensor, scaler, criterion
     for g in run.optimizer.param_groups:
         g["lr"] = lr
     images, labels = images.to(run.device, non_blocking=True), labels.to(run.device, non_blocking=True)
+    if run.cfg.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
     with torch.autocast(run.device.type, enabled=scaler.is_enabled()):
         logits = run.net(images)
         loss = criterion(logits, labels)

@@ -21,15 +21,17 @@ from backbones.resnet import final_activation
 from backbones.vgg import fc67
 
 from .backbone import build_backbones_model
+from .roi_align import use_fast_backward_roi_align
 
 __all__ = ["BackbonesRes5ROIHeads", "BackbonesVGGROIHeads", "VGGFC67Head"]
 
 
 def _pooler(cfg, input_shape, in_features) -> ROIPooler:
-    return ROIPooler(output_size=cfg.MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION,
-                     scales=tuple(1.0 / input_shape[f].stride for f in in_features),
-                     sampling_ratio=cfg.MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO,
-                     pooler_type=cfg.MODEL.ROI_BOX_HEAD.POOLER_TYPE)
+    """Detectron2's ROIPooler; its RoIAlign levels get the vectorised CPU backward (same values, roi_align.py)."""
+    return use_fast_backward_roi_align(ROIPooler(
+        output_size=cfg.MODEL.ROI_BOX_HEAD.POOLER_RESOLUTION,
+        scales=tuple(1.0 / input_shape[f].stride for f in in_features),
+        sampling_ratio=cfg.MODEL.ROI_BOX_HEAD.POOLER_SAMPLING_RATIO, pooler_type=cfg.MODEL.ROI_BOX_HEAD.POOLER_TYPE))
 
 
 @ROI_HEADS_REGISTRY.register()
