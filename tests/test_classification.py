@@ -184,3 +184,25 @@ def test_layer_response_and_degradation_tools(tmp_path):
                     plot, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert plot.stat().st_size > 1000 and proc.stdout.count("mean std") == 2
+
+
+def test_multi_scale_testing_is_reachable_from_the_config(tmp_path):
+    """--test-mode multi-scale: whole images, fully convolutional at the paper's shorter sides, scores averaged."""
+    from classification.engine.trainer import build_datasets
+    from classification.evaluate import evaluate
+
+    for cls in ("a", "b"):
+        (tmp_path / "val" / cls).mkdir(parents=True)
+        (tmp_path / "train" / cls).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (40 + 8 * i, 32), (200 * (cls == "a"), 60, 90)).save(tmp_path / "val" / cls / f"{i}.png")
+            Image.new("RGB", (40, 32)).save(tmp_path / "train" / cls / f"{i}.png")
+    cfg = ClsConfig(dataset="imagefolder", data_root=str(tmp_path), test_mode="multi-scale",
+                    output_dir=str(tmp_path / "out"))
+    _, val, _ = build_datasets(cfg)
+    assert val[0][0].shape[-2:] == (32, 40)  # the whole image, not a crop
+    model = backbones.create_model("cifar_resnet20", num_classes=2).eval()
+    res = evaluate(model, val, multi_scale=True)
+    assert res["count"] == 4 and 0 <= res["top1"] <= 100
+    with pytest.raises(ValueError, match="test_mode must be one of"):
+        ClsConfig(test_mode="five-crop")

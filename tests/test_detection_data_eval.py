@@ -224,3 +224,43 @@ def test_xml_written_by_the_generator_is_standard_voc(embedded):
     tree = ET.parse(embedded[0] / "Annotations" / "val_00000.xml")
     assert tree.find("size/width").text == "96"
     assert tree.find("object/bndbox/xmin") is not None and tree.find("object/difficult").text == "0"
+
+
+def test_voc2012_test_split_writes_the_submission_files(tmp_path):
+    """A VOC split without annotations (VOC 2012 test): detections in the official format, one file per class."""
+    from detection.datasets.voc import register_voc_test_images
+    from detection.evaluation import VOCSubmissionWriter, build_evaluator
+
+    root = tmp_path / "VOC2012"
+    (root / "JPEGImages").mkdir(parents=True)
+    (root / "ImageSets" / "Main").mkdir(parents=True)
+    for name in ("2008_000001", "2008_000002"):
+        Image.new("RGB", (50, 40)).save(root / "JPEGImages" / f"{name}.jpg")
+    (root / "ImageSets" / "Main" / "test.txt").write_text("2008_000001\n2008_000002\n")
+    register_voc_test_images("tiny_voc_2012_test", str(root), "test", 2012, class_names=["cat", "dog"])
+    records = DatasetCatalog.get("tiny_voc_2012_test")
+    assert [(r["image_id"], r["width"], r["height"]) for r in records] == [("2008_000001", 50, 40),
+                                                                          ("2008_000002", 50, 40)]
+    ev = build_evaluator(detection.get_detection_cfg(None, ["MODEL.DEVICE", "cpu"]), "tiny_voc_2012_test",
+                         str(tmp_path / "out"), distributed=False)
+    assert isinstance(ev, VOCSubmissionWriter)
+    ev.reset()
+    inst = Instances((40, 50), pred_boxes=Boxes(torch.tensor([[0.0, 1.0, 20.0, 30.0]])),
+                     scores=torch.tensor([0.75]), pred_classes=torch.tensor([1]))
+    ev.process([{"image_id": "2008_000002"}], [{"instances": inst}])
+    res = ev.evaluate()
+    main = tmp_path / "out" / "results" / "VOC2012" / "Main"
+    assert (main / "comp4_det_test_dog.txt").read_text() == "2008_000002 0.750000 1.0 2.0 20.0 30.0\n"
+    assert (main / "comp4_det_test_cat.txt").read_text() == ""  # every class has its file
+    assert res["submission"] == {"detections": 1.0, "files": 2.0}
+
+
+def test_difficult_objects_are_not_training_targets():
+    from detection.engine.data import drop_difficult
+
+    dicts = [{"file_name": "a.jpg", "annotations": [{"category_id": 0, "difficult": 1},
+                                                    {"category_id": 1, "difficult": 0}]},
+             {"file_name": "b.jpg", "annotations": [{"category_id": 0}]}]
+    kept = drop_difficult(dicts)
+    assert [len(d["annotations"]) for d in kept] == [1, 1] and kept[0]["annotations"][0]["category_id"] == 1
+    assert len(dicts[0]["annotations"]) == 2  # the evaluation's ground truth is untouched

@@ -108,16 +108,23 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                                                  np.array([d for _, d in items], dtype=bool))
         return per_class
 
+    def _all_predictions(self) -> dict | None:
+        """Every process's predictions, on the main process (None elsewhere)."""
+        if not self._distributed:
+            return self._predictions
+        gathered = comm.gather(self._predictions, dst=0)
+        if not comm.is_main_process():
+            return None
+        preds = defaultdict(list)
+        for part in gathered:
+            for c, items in part.items():
+                preds[c].extend(items)
+        return preds
+
     def evaluate(self):
-        preds = self._predictions
-        if self._distributed:
-            gathered = comm.gather(self._predictions, dst=0)
-            if not comm.is_main_process():
-                return None
-            preds = defaultdict(list)
-            for part in gathered:
-                for c, items in part.items():
-                    preds[c].extend(items)
+        preds = self._all_predictions()
+        if preds is None:
+            return None
         gt = self._ground_truth()
         for c, name in enumerate(self._class_names):
             if not any((~d).any() for _, d in gt[c].values()):
