@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["MainJobPlan", "Stage", "plan_stages", "main", "chance_ap"]
@@ -90,10 +90,9 @@ class MainJobPlan:
 class Stage:
     title: str
     out: Path
-    argv: list[str] | None  # a tool's command line (run with this interpreter), None for in-process stages
+    argv: list[str]  # a tool's command line, run with this interpreter
     expected_s: float  # measured on the 2-core reference machine; for the progress estimate only
     kind: str = "detect"  # "pretrain" or "detect"
-    meta: dict = field(default_factory=dict)
 
     def done(self) -> bool:
         if self.kind == "pretrain":
@@ -112,22 +111,20 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     for model in plan.backbones:
         d = out / "pretrain" / model
         weights[model] = d / "model_final.pth"
-        cost = {"vgg16_bn": 150, "resnet101": 190, "plain101": 180}.get(model, 180)
         stages.append(Stage(f"pretrain {model} x{plan.width:g} ({plan.pretrain_iterations} iterations of "
                             f"{plan.pretrain_batch}, {plan.pretrain_image_size} px)", d, plan.pretrain_args(model, d),
-                            cost * plan.pretrain_iterations / 900, "pretrain", {"model": model}))
+                            170 * plan.pretrain_iterations / 900, "pretrain"))
+    detect_s = {"vgg16_bn": 35}  # seconds per detection leg (the others ~50)
     for model in plan.backbones:
         for seed in plan.detect_seeds:
             d = out / "detect" / f"{model}_pretrained_s{seed}"
             stages.append(Stage(f"Faster R-CNN {model} x{plan.width:g}, pretrained, seed {seed}", d,
-                                plan.detect_args(model, weights[model], seed, d), 80 if "vgg" in model else 100,
-                                meta={"model": model, "init": "pretrained", "seed": seed}))
+                                plan.detect_args(model, weights[model], seed, d), detect_s.get(model, 50)))
     for model in plan.scratch:
         seed = plan.detect_seeds[0]
         d = out / "detect" / f"{model}_scratch_s{seed}"
         stages.append(Stage(f"Faster R-CNN {model} x{plan.width:g}, from scratch (control), seed {seed}", d,
-                            plan.detect_args(model, None, seed, d), 80 if "vgg" in model else 100,
-                            meta={"model": model, "init": "scratch", "seed": seed}))
+                            plan.detect_args(model, None, seed, d), detect_s.get(model, 50)))
     return stages
 
 
