@@ -212,7 +212,8 @@ def _summary(paths: dict, plan: MainJobPlan, chance: dict, manifest: dict) -> st
     for row in table.get("rows", []):
         r = dict(zip(cols, row))
         verdict = r.get("Δ vs seed spread")
-        if verdict and r["run"] in groups:
+        # backbone vs backbone, pretrained legs only (each scratch control has its own "gain" line above)
+        if verdict and r["run"] in groups and groups[r["run"]]["init"] == "pretrained":
             delta_col = next(c for c in cols if c.startswith("ΔAP vs"))
             lines.append(f"  {r['run']} vs {table['baseline']}: ΔAP {r[delta_col]} -- {verdict}")
     lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
