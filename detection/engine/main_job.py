@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="every stage, the report and the summary go here")
     ap.add_argument("--fresh", action="store_true", help="delete OUTPUT first and run every stage again")
     ap.add_argument("--with-plain", action="store_true",
-                    help="add plain-101 (pretrained + scratch): the residual-vs-plain question (~+6 min)")
+                    help="add plain-101 (pretrained + scratch): the residual-vs-plain question (+5.3 min measured)")
     d = MainJobPlan()
     ap.add_argument("--seeds", type=int, nargs="+", default=list(d.detect_seeds),
                     help="detection seeds of the pretrained legs (the scratch controls use the first)")
@@ -285,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
              "compare the rows with each other and with chance, not with the paper.",
              f"Pretraining recipe: identical data, augmentation, schedule, batch and iterations; the learning rate is "
              f"each net's reference one ({lrs}: VGG's fc6 units all die at 0.1, ResNet-101 barely moves at 0.01-0.02"
-             "), and ResNets start with the last BN of each block at zero (zero_init_residual)."]
+             "), and ResNets start with the last BN of each block at zero (zero_init_residual)"
+             + ("; plain nets have no residual branch to start at zero, so they keep the default init (ResNet-101 "
+                "with the default init stays at chance for this schedule too)." if any(
+                    m.startswith("plain") for m in plan.backbones) else ".")]
     paths = write_report(runs, out / "report", title="Pretrain, transfer, compare: VGG-16 vs ResNet-101 "
                          f"at width {plan.width:g} on the embedded default", notes=notes,
                          chance={"embedded_val": chance})
