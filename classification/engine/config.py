@@ -37,6 +37,13 @@ class ClsConfig:
     dataset: str = _opt("embedded", "training data", choices=DATASETS)
     data_root: str | None = _opt(None, "dataset directory (cifar10, imagefolder; fashion-mnist: Debian's by default)")
     image_size: int = _opt(32, "embedded dataset image size (pixels)")
+    embedded_cache: bool = _opt(True, "embedded dataset: render every composite once into a cached uint8 array and "
+                                      "augment whole batches with tensor ops (--no-embedded-cache: composite each "
+                                      "image in data-loader workers; same images, same augmentation distribution)")
+    data_seed: int = _opt(0, "embedded dataset: seed of the compositing (backgrounds, colours, placement), fixed so "
+                             "every training seed sees the same images")
+    holdout: int | None = _opt(None, "hold out the last N training items as the validation set (choosing schedules "
+                                     "without the test split); embedded dataset only")
     train_samples: int | None = _opt(None, "use only the first N training images (quick runs)")
     val_samples: int | None = _opt(None, "evaluate on the first N validation images only")
     iterations: int = _opt(1000, "training iterations")
@@ -77,10 +84,12 @@ class ClsConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("train_samples", "val_samples"):
+        for name in ("train_samples", "val_samples", "holdout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.holdout is not None and self.dataset != "embedded":
+            raise ValueError(f"holdout is supported for the embedded dataset only, not {self.dataset!r}")
         if self.lr is not None and not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr!r}")
         if self.weight_decay < 0 or self.warmup_iterations < 0 or not 0 < self.warmup_factor <= 1:

@@ -9,6 +9,7 @@ architecture takes them as MODEL.WEIGHTS, no conversion step.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -28,11 +29,13 @@ from backbones import create_model, load_pretrained, save_pretrained
 from backbones.checkpoint_io import atomic_write_text
 from backbones.weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
 
+from ..data.composited import CompositedSet
 from ..data.datasets import Cifar10, EmbeddedObjects, FashionMNIST, ImageFolderDataset, collate_skipping
 from ..data.sampling import ResumableSampler, SeededSamples
 from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
 from .config import ClsConfig
+from .progress import ProgressFile
 
 __all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
 
@@ -63,9 +66,7 @@ def build_datasets(cfg: ClsConfig):
             train, val = FashionMNIST(split="train", transform=small_train, **kw), FashionMNIST(
                 split="test", transform=small_test, **kw)
         else:  # embedded (ClsConfig validated the name)
-            tr = cifar_train_transform(mean, std, size=cfg.image_size, padding=max(1, cfg.image_size // 8))
-            train = EmbeddedObjects("train", cfg.image_size, tr, cfg.train_samples, cfg.seed)
-            val = EmbeddedObjects("test", cfg.image_size, small_test, cfg.val_samples, cfg.seed)
+            return _embedded_datasets(cfg, mean, std)
     if cfg.train_samples and len(train) > cfg.train_samples:
         train = torch.utils.data.Subset(train, range(cfg.train_samples))
         train.classes = train.dataset.classes
@@ -73,6 +74,61 @@ def build_datasets(cfg: ClsConfig):
         val = torch.utils.data.Subset(val, range(cfg.val_samples))
         val.classes = val.dataset.classes
     return train, val, (mean, std)
+
+
+def embedded_padding(image_size: int) -> int:
+    """The CIFAR recipe's 4 px of padding at 32 px, scaled with the image."""
+    return max(1, image_size // 8)
+
+
+def _embedded_datasets(cfg: ClsConfig, mean, std):
+    """Train and val sets of the embedded objects: the cached rendering (CompositedSet) or the on-the-fly one
+    (EmbeddedObjects in data-loader workers); the same images either way. `holdout`: val = the last N train items."""
+    size = cfg.image_size
+    tr = cifar_train_transform(mean, std, size=size, padding=embedded_padding(size))
+    full = EmbeddedObjects("train", size, tr, None, cfg.data_seed)  # the object source (compositing is lazy)
+    n_train = len(full)
+    if cfg.holdout is not None and cfg.holdout >= n_train:
+        raise ValueError(f"holdout {cfg.holdout} leaves no training items (the train split has {n_train})")
+    fit = n_train - (cfg.holdout or 0)
+    if cfg.train_samples:
+        fit = min(fit, cfg.train_samples)
+    if cfg.embedded_cache:  # render (or read) only the items this run uses
+        full = CompositedSet.load("train", size, mean, std, seed=cfg.data_seed,
+                                  stop=n_train if cfg.holdout else fit)
+        train = CompositedSet(full.images[:fit], full.labels[:fit], full.classes, full.source, full.mean, full.std)
+        if cfg.holdout:
+            val = CompositedSet(full.images[n_train - cfg.holdout:], full.labels[n_train - cfg.holdout:],
+                                full.classes, full.source, full.mean, full.std)
+        else:
+            val = CompositedSet.load("test", size, mean, std, seed=cfg.data_seed, stop=cfg.val_samples)
+    else:
+        small_test = eval_transform(mean, std, resize=None, crop=None)
+        train = torch.utils.data.Subset(full, range(fit))
+        train.classes = full.classes
+        if cfg.holdout:
+            val = torch.utils.data.Subset(EmbeddedObjects("train", size, small_test, None, cfg.data_seed),
+                                          range(n_train - cfg.holdout, n_train))
+            val.classes = full.classes
+        else:
+            val = EmbeddedObjects("test", size, small_test, cfg.val_samples, cfg.data_seed)
+    if cfg.val_samples and len(val) > cfg.val_samples:
+        val = torch.utils.data.Subset(val, range(cfg.val_samples))
+        val.classes = full.classes
+    return train, val, (mean, std)
+
+
+def cached_batches(train_set: CompositedSet, sampler: ResumableSampler, batch_size: int, seed: int, padding: int):
+    """Endless (images, labels, skipped) batches from the sampler's key stream; batch k's augmentation is seeded by
+    (seed, its first stream position), so a run resumed at any iteration draws what the uninterrupted one drew."""
+    keys = iter(sampler)
+    n = len(train_set)
+    while True:
+        batch = torch.tensor(list(itertools.islice(keys, batch_size)), dtype=torch.long)
+        positions, indices = batch // n, batch % n
+        g = torch.Generator().manual_seed((seed * 1_000_003 + int(positions[0])) % (2**63))
+        images, labels = train_set.batch(indices, padding, g)
+        yield images, labels, []
 
 
 class LRSchedule:
@@ -208,8 +264,10 @@ def run_evaluation(run: Run, lr: float) -> dict:
     c = run.cfg
     ten_crop = c.test_mode == "ten-crop" and c.dataset == "imagefolder"
     multi_scale = c.test_mode == "multi-scale" and c.dataset == "imagefolder"
+    in_memory = isinstance(run.val_set, CompositedSet) or isinstance(getattr(run.val_set, "dataset", None),
+                                                                     CompositedSet)
     res = evaluate(run.model, run.val_set, batch_size=c.batch_size, ten_crop=ten_crop, multi_scale=multi_scale,
-                   workers=c.workers)
+                   workers=0 if in_memory else c.workers)
     h = run.history
     h["iteration"].append(run.iteration)
     h["train_error"].append(100.0 * float(np.mean(h["err_window"])))  # running, last 50 batches
@@ -247,8 +305,11 @@ def train(cfg: ClsConfig) -> dict:
     if len(run.train_set) < cfg.batch_size * run.world:
         raise ValueError(f"{len(run.train_set)} training images are fewer than one batch of {cfg.batch_size} per "
                          f"process x {run.world} processes")
-    loader = DataLoader(SeededSamples(run.train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
-                        num_workers=cfg.workers, collate_fn=collate_skipping)
+    if isinstance(run.train_set, CompositedSet):  # rendered once: batches straight from memory, no workers
+        loader = cached_batches(run.train_set, sampler, cfg.batch_size, cfg.seed, embedded_padding(cfg.image_size))
+    else:
+        loader = DataLoader(SeededSamples(run.train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
+                            num_workers=cfg.workers, collate_fn=collate_skipping)
     scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and run.device.type == "cuda")
     criterion = nn.CrossEntropyLoss()
     writer = bar = None
@@ -260,6 +321,7 @@ def train(cfg: ClsConfig) -> dict:
         bar = tqdm(total=cfg.iterations, initial=run.iteration, desc=f"train {cfg.model}", unit="it",
                    file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 15.0)
     t0 = time.time()
+    progress = ProgressFile(run.out, cfg.iterations, run.iteration) if _is_main() else None
     run.net.train()
     for images, labels, skipped in loader:
         if run.iteration >= cfg.iterations:
@@ -271,6 +333,8 @@ def train(cfg: ClsConfig) -> dict:
             continue
         loss, err, lr = step(run, images, labels, scaler, criterion)
         it = run.iteration
+        if progress is not None:
+            progress.update(it, force=it == cfg.iterations)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
