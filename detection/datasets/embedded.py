@@ -27,7 +27,7 @@ from classification.data.objects import ObjectSource, load_object_source, paste_
 __all__ = ["EmbeddedSpec", "DETECTION_CLASSES", "ensure_embedded_dataset", "generate_embedded_dataset",
            "register_embedded", "default_embedded_root", "expected_source"]
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3  # 3: the train_fit / train_holdout split files
 # Four classes with distinct silhouettes, so a smoke-scale schedule can learn them.
 DETECTION_CLASSES = {"fashion-mnist": ("tshirt_top", "trouser", "sneaker", "bag"),
                      "synthetic-shapes": ("disc", "square", "triangle", "cross")}
@@ -43,6 +43,8 @@ class EmbeddedSpec:
     max_objects: int = 2
     seed: int = 0
     source: str = "fashion-mnist"  # preferred object source; falls back to synthetic shapes
+    num_holdout: int = 100  # the last N train scenes also form `train_holdout` (the rest `train_fit`): schedules and
+    #                         settings are chosen by training on train_fit and scoring train_holdout, never val
 
 
 def default_embedded_root() -> Path:
@@ -133,6 +135,14 @@ def generate_embedded_dataset(root: str | os.PathLike, spec: EmbeddedSpec = Embe
                 "categories": [{"id": k + 1, "name": c} for k, c in enumerate(class_names)]}
         (tmp / "annotations" / f"instances_{split}.json").write_text(json.dumps(coco))
         counts[split] = {"images": n, "objects": len(annotations)}
+        if split == "train":  # the model-selection split: fit on the first scenes, score the held-out last ones
+            cut = n - min(spec.num_holdout, n)
+            for part, keep in (("train_fit", lambda i, c=cut: i <= c), ("train_holdout", lambda i, c=cut: i > c)):
+                sub = {"images": [im for im in images if keep(im["id"])],
+                       "annotations": [a for a in annotations if keep(a["image_id"])],
+                       "categories": coco["categories"]}
+                (tmp / "annotations" / f"instances_{part}.json").write_text(json.dumps(sub))
+                counts[part] = {"images": len(sub["images"]), "objects": len(sub["annotations"])}
     manifest = {"generator_version": GENERATOR_VERSION, "spec": asdict(spec), "source": source_name,
                 "classes": list(class_names), "counts": counts}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -167,8 +177,9 @@ def expected_source(spec: EmbeddedSpec) -> str:
 
 def register_embedded(root: str | os.PathLike | None = None, spec: EmbeddedSpec = EmbeddedSpec(),
                       prefix: str = "embedded") -> list[str]:
-    """Register `{prefix}_train/_val` (COCO json) and `{prefix}_voc_train/_val` (VOC XML) lazily: the files are
-    generated the first time a split is loaded (or reused if `root` already holds this spec). Returns the names."""
+    """Register `{prefix}_train/_val/_train_fit/_train_holdout` (COCO json) and `{prefix}_voc_train/_val` (VOC XML)
+    lazily: the files are generated the first time a split is loaded (or reused if `root` already holds this spec).
+    Returns the names."""
     from detectron2.data import DatasetCatalog, MetadataCatalog
 
     from .coco import load_coco_checked
@@ -177,16 +188,15 @@ def register_embedded(root: str | os.PathLike | None = None, spec: EmbeddedSpec 
     root = Path(root) if root is not None else default_embedded_root()
     classes = list(DETECTION_CLASSES[expected_source(spec)])
     names = []
-    for split in ("train", "val"):
+    for split in ("train", "val", "train_fit", "train_holdout"):
         json_file = str(root / "annotations" / f"instances_{split}.json")
-        for name, loader, meta in (
-            (f"{prefix}_{split}",
-             lambda j=json_file, n=f"{prefix}_{split}": load_coco_checked(j, str(root), n),
-             {"json_file": json_file, "image_root": str(root), "evaluator_type": "coco"}),
-            (f"{prefix}_voc_{split}",
-             lambda s=split: load_voc_instances(str(root), s, classes),
-             {"dirname": str(root), "split": split, "year": 2012, "evaluator_type": "pascal_voc"}),
-        ):
+        kinds = [(f"{prefix}_{split}",
+                  lambda j=json_file, n=f"{prefix}_{split}": load_coco_checked(j, str(root), n),
+                  {"json_file": json_file, "image_root": str(root), "evaluator_type": "coco"})]
+        if split in ("train", "val"):
+            kinds.append((f"{prefix}_voc_{split}", lambda s=split: load_voc_instances(str(root), s, classes),
+                          {"dirname": str(root), "split": split, "year": 2012, "evaluator_type": "pascal_voc"}))
+        for name, loader, meta in kinds:
             if name in DatasetCatalog.list():
                 DatasetCatalog.remove(name)
                 MetadataCatalog.remove(name)

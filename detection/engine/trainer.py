@@ -28,10 +28,12 @@ from detectron2.utils.logger import setup_logger
 from torch.nn.parallel import DistributedDataParallel
 
 from backbones.checkpoint_io import atomic_write_text
+from classification.engine.progress import ProgressFile
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
 from .data import build_test_loader, build_train_loader
+from .optimizer import build_optimizer
 
 __all__ = ["Trainer", "create_ddp_model", "write_metrics"]
 
@@ -48,10 +50,12 @@ def create_ddp_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 class ProgressBar(hooks.HookBase):
-    """A tqdm bar on the main process: iteration, ETA, smoothed total loss."""
+    """A tqdm bar on the main process (iteration, ETA, smoothed total loss) and OUTPUT_DIR/progress.json."""
 
     def before_train(self):
         from tqdm import tqdm
+
+        self._file = ProgressFile(self.trainer.cfg.OUTPUT_DIR, self.trainer.max_iter, self.trainer.start_iter)
 
         tty = sys.stderr.isatty()
         self._bar = tqdm(total=self.trainer.max_iter, initial=self.trainer.start_iter, desc="train",
@@ -62,6 +66,7 @@ class ProgressBar(hooks.HookBase):
         if "total_loss" in storage.histories():
             self._bar.set_postfix(loss=f"{storage.history('total_loss').median(10):.3f}", refresh=False)
         self._bar.update(1)
+        self._file.update(self.trainer.iter + 1, force=self.trainer.iter + 1 == self.trainer.max_iter)
 
     def after_train(self):
         self._bar.close()
@@ -131,6 +136,10 @@ class Trainer(DefaultTrainer):
         if self.start_iter:  # continue the sample stream where the checkpointed run was, not from its start
             self._sampler.set_start(self.start_iter * self.cfg.SOLVER.IMS_PER_BATCH)
             self._trainer._data_loader_iter = iter(self._trainer.data_loader)
+
+    @classmethod
+    def build_optimizer(cls, cfg, model):
+        return build_optimizer(cfg, model)
 
     @classmethod
     def build_train_loader(cls, cfg):
