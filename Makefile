@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast demo lint benchmark
+.PHONY: setup test test-fast demo demo-quick lint benchmark
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -19,6 +19,10 @@ test-fast: setup
 
 demo: setup
 	$(PY) tools/main_job.py
+
+# The smoke path: one seed of each leg, short schedules (not converged); shows the whole pipeline in a few minutes.
+demo-quick: setup
+	$(PY) tools/main_job.py --quick --output-dir output/main_job_quick
 
 lint: setup
 	$(PY) -m ruff check backbones detection classification tools tests

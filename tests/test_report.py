@@ -80,7 +80,7 @@ def test_html_is_well_formed_and_its_images_exist(tmp_path):
                            "ap_vs_flops.png"}
     for src in images:
         assert (tmp_path / "report" / src).stat().st_size > 2000
-    assert len(root.findall(".//h:table", ns)) == 2  # the COCO table and the run status table
+    assert len(root.findall(".//h:table", ns)) == 3  # the COCO table (results | comparisons) and the run status
 
 
 def test_partial_and_mixed_inputs(tmp_path):
@@ -125,6 +125,38 @@ def test_report_renders_in_headless_chromium(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.stat().st_size > 10000
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
+def test_main_table_fits_a_1280_px_window(tmp_path):
+    """The main job's table (pretrained and scratch groups over seeds, the scratch-gain columns) at 1280 px: its
+    width, measured by the browser's layout, is within the viewport, and "mean ± sd" cells do not wrap."""
+    runs, labels = [], []
+    for model, base in (("vgg16_bn", COCO_VGG), ("resnet101", COCO_R101)):
+        for init in ("pretrained", "scratch"):
+            for seed in ((0, 1, 2, 3) if init == "pretrained" else (0,)):
+                metrics = {k: v * (1 if init == "pretrained" else 0.1) + 0.37 * seed for k, v in base.items()}
+                runs.append(make_run(tmp_path, f"{model}_{init}_{seed}", model, coco=metrics, seed=seed, width=0.25,
+                                     dataset="embedded_train_holdout", train=["embedded_train_fit"],
+                                     weights=f"/x/{model}.pth" if init == "pretrained" else ""))
+                labels.append(f"{model}_{init}")
+    paths = write_report(runs, tmp_path / "report", groups=labels, chance={"embedded_train_holdout": {
+        "AP": 0.04, "AP50": 0.26}})
+    page = paths["html"].read_text().replace("</body>", (
+        "<script>var t=document.querySelector('table').getBoundingClientRect();var c=document.querySelector('td');"
+        "document.title='W'+Math.ceil(t.right)+'V'+window.innerWidth+'H'+Math.round(c.getBoundingClientRect().height)"
+        "</script></body>"))
+    probe = paths["html"].with_name("probe.html")
+    probe.write_text(page)
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900",
+                           "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    title = proc.stdout.split("<title>")[1].split("</title>")[0]
+    right, view, cell = (int(v) for v in title[1:].replace("V", " ").replace("H", " ").split())
+    assert view == 1280 and right <= view, f"table right edge {right} px in a {view} px window"
+    assert cell < 30  # one line of text per cell
 
 
 def _table(paths, kind="coco"):

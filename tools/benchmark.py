@@ -12,6 +12,8 @@ the rounds. A result is labelled "faster" only when the whole interval is above 
 Sections: backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training and inference; channels-last variants),
 detector (our R-101-C4 vs Detectron2's built-in R-101-C4, same settings, shorter side 600), main_job (one training
 iteration of each main-job leg at 128 px, norm folding on vs off, fraction of matmul peak, per-op profile),
+main_job_pretrain / main_job_detect (pretraining images/s and detection iterations/s: the pipeline before issue
+#20 vs the current one, alternating in one run),
 cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s vs a large matmul), loader
 (train-loader images/s vs the C4 step's consumption), memory (peak RSS of an R-101-C4 training iteration).
 """
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 import torch
 
 import detection  # noqa: F401  (before any detectron2 submodule: the _C shim)
@@ -312,6 +315,105 @@ def bench_main_job(repeats: int) -> dict:
     return out
 
 
+# ---- the main job's pipelines: today's (before issue #20) vs the current defaults, in one run -----------------------
+
+def _pretrain_loop_seconds(model: str, cached: bool, batch: int, iterations: int) -> float:
+    """Seconds of train()'s loop (steps, one 64-image evaluation, one checkpoint) in a fresh directory."""
+    import shutil
+    import tempfile
+
+    from classification.engine.trainer import ClsConfig, train
+
+    opts = {"width": 0.25, **({"zero_init_residual": True} if model.startswith("resnet") else {})}
+    out = tempfile.mkdtemp(prefix="bench_cls_")
+    try:
+        cfg = ClsConfig(model=model, model_options=opts, dataset="embedded", image_size=32, iterations=iterations,
+                        batch_size=batch, lr=0.01, eval_period=iterations, checkpoint_period=iterations,
+                        val_samples=64, workers=1, embedded_cache=cached, output_dir=out)
+        return train(cfg)["seconds"]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def bench_main_job_pretrain(repeats: int, images: int = 3840) -> dict:
+    """Pretraining images/s of each net: today's pipeline (each image composited in a data-loader worker, batch 64)
+    vs the current one (composites rendered once, tensor augmentation in the training process, batch 128), the same
+    number of images per round, alternating. Also the new pipeline at batch 64 (the data path alone)."""
+    out = {"conditions": f"{images} training images per round at 32 px, width 0.25, fp32, "
+                         f"{torch.get_num_threads()} threads; ratio = today's seconds / current seconds"}
+    from classification.data.composited import load_composited
+
+    load_composited("train", 32, 0, count=images)  # rendered once, outside the timing (as the cache is)
+    repeats = max(3, repeats // 2)
+    for model in ("vgg16_bn", "resnet101"):
+        t = {"today": [], "current": [], "current_b64": []}
+        fns = {"today": lambda m=model: _pretrain_loop_seconds(m, False, 64, images // 64),
+               "current": lambda m=model: _pretrain_loop_seconds(m, True, 128, images // 128),
+               "current_b64": lambda m=model: _pretrain_loop_seconds(m, True, 64, images // 64)}
+        for fn in fns.values():  # warm-up round
+            fn()
+        for r in range(repeats):
+            for k in (list(fns) if r % 2 == 0 else list(reversed(fns))):
+                t[k].append(fns[k]())
+        row = ratio_stats(t["today"], t["current"])
+        row["images_per_s_today"] = images / statistics.median(t["today"])
+        row["images_per_s_current"] = images / statistics.median(t["current"])
+        row["data_path_alone_at_batch_64"] = ratio_stats(t["today"], t["current_b64"])
+        out[model] = row
+    return out
+
+
+def _detect_iteration_fn(config: str, name: str, pretrained: bool, current: bool, iterations: int):
+    from detectron2.modeling import build_model
+    from detectron2.solver import build_optimizer as d2_build_optimizer
+    from detectron2.utils.events import EventStorage
+
+    from detection import get_detection_cfg
+    from detection.engine.data import build_train_loader
+    from detection.engine.optimizer import build_optimizer
+
+    files = [f"configs/COCO-Detection/{config}", "configs/Embedded-Detection/smoke.yaml"]
+    if pretrained:
+        files.append("configs/Embedded-Detection/pretrained.yaml")
+    opts = ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", name]
+    if not current:
+        opts += ["DATALOADER.NUM_WORKERS", "1"]  # today's smoke.yaml
+    cfg = get_detection_cfg(files, opts)
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    model = _calibrated(model) if pretrained else model
+    model.train()
+    opt = (build_optimizer if current else d2_build_optimizer)(cfg, model)
+    batches = iter(build_train_loader(cfg)[0])
+
+    def run():  # what SimpleTrainer.run_step does: data, forward, backward, optimizer step
+        with EventStorage(0):
+            for _ in range(iterations):
+                loss = sum(model(next(batches)).values())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+    return run, cfg.DATALOADER.NUM_WORKERS
+
+
+def bench_main_job_detect(repeats: int, iterations: int = 20) -> dict:
+    """Detection training iterations/s of each main-job leg: today (Detectron2's optimizer: per-parameter clipping
+    calls and single-tensor SGD; one loader worker) vs the current defaults (foreach clipping and SGD; the
+    loader as smoke.yaml sets it), alternating blocks of `iterations` iterations."""
+    out = {"conditions": f"blocks of {iterations} training iterations of 2 images at 128 px, width 0.25, fp32, "
+                         f"{torch.get_num_threads()} threads; ratio = today's seconds / current seconds"}
+    for leg, (config, name, pretrained) in MAIN_JOB_LEGS.items():
+        today, w_today = _detect_iteration_fn(config, name, pretrained, False, iterations)
+        current, w_current = _detect_iteration_fn(config, name, pretrained, True, iterations)
+        row = compare(current, today, repeats, names=("current", "today"))
+        row["ms_per_iteration_today"] = 1000 * row["s_today"] / iterations
+        row["ms_per_iteration_current"] = 1000 * row["s_current"] / iterations
+        row["loader_workers"] = f"today {w_today}, current {w_current}"
+        out[leg] = row
+    return out
+
+
 def _profile(step: Callable, top: int = 12) -> list[dict]:
     """Self CPU time by operator over 3 iterations (after one warm-up), the top `top`."""
     from torch.profiler import ProfilerActivity, profile
@@ -432,6 +534,7 @@ def bench_memory(repeats: int) -> dict:
 
 
 SECTIONS = {"backbone": bench_backbone, "detector": bench_detector, "main_job": bench_main_job,
+            "main_job_pretrain": bench_main_job_pretrain, "main_job_detect": bench_main_job_detect,
             "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory}
 
 

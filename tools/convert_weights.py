@@ -12,6 +12,8 @@ file is executed (weights-only / restricted unpickling).
 import argparse
 import sys
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from backbones import CheckpointReadError, IncompatibleWeightsError
 from backbones.convert import convert_checkpoint
 from backbones.registry import parse_model_option

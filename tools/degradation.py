@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from classification.analysis.degradation import plot_curves, run_degradation, summary_table
 from classification.engine.trainer import ClsConfig, build_datasets
 

@@ -8,6 +8,8 @@
 import argparse
 import sys
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from backbones import create_model, load_pretrained
 from backbones.convert import infer_model
 from backbones.pretrained import read_weights

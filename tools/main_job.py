@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""The README's main job (`make demo`): pretrain VGG-16(BN) and ResNet-101 at reduced width, transfer each into
-Faster R-CNN beside from-scratch controls, and report -- the paper's Tables 7/8 question in miniature.
+"""The README's main job (`make demo`): pretrain VGG-16(BN) and ResNet-101 at reduced width (2 seeds each), transfer
+each into Faster R-CNN (2 detection seeds per pretraining seed) beside from-scratch controls, and report -- the
+paper's Tables 7/8 question in miniature, at converged schedules (notes/CONVERGENCE.md).
 
-    tools/main_job.py                    # ~13 minutes on 2 CPU cores; a second run reuses finished stages
-    tools/main_job.py --fresh            # start over
-    tools/main_job.py --with-plain       # add plain-101: the residual-vs-plain question
+    tools/main_job.py --dry-run          # the stages and the estimated minutes (measured step times); runs nothing
+    tools/main_job.py                    # a second run reuses finished stages, resumes interrupted ones
+    tools/main_job.py --quick            # the smoke path (make demo-quick): one seed each, short schedules
+    tools/main_job.py --selection        # the same job on held-out training data (how the schedules were chosen)
+    tools/main_job.py --fresh            # start over (deletes only what the job made)
 """
 
 import sys
+
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
 from detection.engine.main_job import main
 

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from classification.engine.cli import user_errors
 from detection.report import write_report
 

@@ -11,6 +11,8 @@ The final checkpoint (OUTPUT_DIR/model_final.pth, with its pixel statistics and 
 MODEL.WEIGHTS by every detection config of the same architecture.
 """
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from classification.engine.train_net import run
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ Without GPUs, --num-gpus N runs N CPU processes (gloo). --resume continues from 
 The README's main job (pretrain -> transfer -> report) is tools/main_job.py.
 """
 
+import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
+
 from detection.engine.train_net import run
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .runs import RunResult
 
-__all__ = ["RunGroup", "group_runs", "config_key", "delta_with_spread", "differing_keys"]
+__all__ = ["RunGroup", "group_runs", "config_key", "delta_with_spread", "spread_verdict", "differing_keys"]
 
 _IGNORED_KEYS = ("SEED", "OUTPUT_DIR")
 
@@ -98,16 +98,22 @@ def _group_name(runs: list[RunResult]) -> str:
     return stems.pop() if len(stems) == 1 and "" not in stems else f"{runs[0].name} (+{len(runs) - 1} seeds)"
 
 
-def group_runs(runs: list[RunResult]) -> list[RunGroup]:
-    """Finished runs grouped by configuration (all but SEED equal), in order of first appearance; each
-    unfinished run is a group of its own (listed with its status)."""
+def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[RunGroup]:
+    """Finished runs grouped by configuration (all but SEED equal), or by `labels` (one per run: the caller's
+    grouping, e.g. the main job's runs of one backbone over pretraining *and* detection seeds), in order of first
+    appearance; each unfinished run is a group of its own (listed with its status)."""
+    if labels is not None and len(labels) != len(runs):
+        raise ValueError(f"{len(labels)} group labels for {len(runs)} runs")
     groups: dict[str, list[RunResult]] = {}
     for i, r in enumerate(runs):
-        key = config_key(r) if r.status == "finished" else f"__unfinished_{i}"
+        if r.status != "finished":
+            key = f"__unfinished_{i}"
+        else:
+            key = f"label:{labels[i]}" if labels is not None else config_key(r)
         groups.setdefault(key, []).append(r)
     out = []
-    for members in groups.values():
-        g = RunGroup(_group_name(members), members)
+    for key, members in groups.items():
+        g = RunGroup(key[len("label:"):] if key.startswith("label:") else _group_name(members), members)
         _aggregate(g)
         out.append(g)
     names = [g.name for g in out]
@@ -122,12 +128,15 @@ def delta_with_spread(a: RunGroup, b: RunGroup, key: str) -> tuple[float | None,
     ma, mb = a.mean(key), b.mean(key)
     if ma is None or mb is None or math.isnan(ma) or math.isnan(mb):
         return None, ""
-    delta = ma - mb
-    sa, sb = a.sd(key), b.sd(key)
-    if sa is None or sb is None:
-        return delta, "n=1: seed spread unknown"
-    spread = math.sqrt(sa**2 + sb**2)
-    return delta, ("within seed spread" if abs(delta) <= spread else "beyond seed spread") + f" (±{spread:.2f})"
+    return ma - mb, spread_verdict(ma - mb, a.sd(key), b.sd(key))
+
+
+def spread_verdict(delta: float, sd_a: float | None, sd_b: float | None) -> str:
+    """"within / beyond seed spread (±s)" with s = sqrt(sd_a^2 + sd_b^2), the sd of a difference of two single runs."""
+    if sd_a is None or sd_b is None:
+        return "n=1: seed spread unknown"
+    spread = math.sqrt(sd_a**2 + sd_b**2)
+    return ("within seed spread" if abs(delta) <= spread else "beyond seed spread") + f" (±{spread:.2f})"
 
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:

@@ -153,6 +153,10 @@ def _condition_notes(groups: list[RunGroup]) -> list[str]:
     return notes
 
 
+def cols_of(kind: str) -> tuple[str, ...]:
+    return COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
+
+
 def _markdown_table(head, rows) -> str:
     lines = ["| " + " | ".join(map(str, head)) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
@@ -204,19 +208,22 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
 
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
-                 notes: list[str] | None = None, chance: dict[str, dict] | None = None) -> dict[str, Path]:
+                 notes: list[str] | None = None, chance: dict[str, dict] | None = None,
+                 groups: list[str] | None = None) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
         finished one); notes: lines printed under the title before the generated ones; chance: {dataset: COCO
-        stats of random boxes} (a row in that dataset's table).
+        stats of random boxes} (a row in that dataset's table); groups: a group label per run directory (default:
+        runs whose configs differ only in SEED form a group).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
     for r in runs:
         r.gmacs = _gmacs(r.backbone, r.width)
-    groups = group_runs(runs)
+    labels = groups
+    groups = group_runs(runs, labels)
     sections_md, sections_html, table_json = [], [], {}
     kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or ["coco"]
     csv_rows = []
@@ -227,7 +234,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
         text = " ".join(table_notes) + " Where n > 1: mean ± sample standard deviation over seeds."
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{text}\n")
-        sections_html.append(f"<h2>{label}</h2>{_html_table(head, rows)}<p>{html.escape(text)}</p>")
+        split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
+        comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
+        sections_html.append(f"<h2>{label}</h2>{_html_table(head[:split], [r[:split] for r in rows])}"
+                             f"<h3>Comparisons</h3>{comparisons}<p>{html.escape(text)}</p>")
         table_json[kind] = {"columns": head, "rows": rows, "baseline": base.name if base else None}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     conditions = _condition_notes(groups)
@@ -264,8 +274,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     paths["markdown"].write_text(f"# {title}\n\n" + "".join(f"{n}\n\n" for n in notes) + "\n".join(sections_md))
     paths["html"].write_text(
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
-        f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
-        "table{border-collapse:collapse}td,th{border:1px solid #999;padding:3px 8px;text-align:right}"
+        f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:1em 1.5em}}"
+        # numbers never wrap ("18.2 ± 0.1" on one line), headers may: the main table fits a 1280-px window
+        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #999;padding:2px 5px;"
+        "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}"
         "img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")

@@ -1,0 +1,7 @@
+"""Imported by every tool before the project's packages: hides the one third-party warning that each run printed
+twice -- `torch.jit.script` is deprecated (a FutureWarning from fvcore's focal_loss module, imported by Detectron2).
+Nothing else is filtered; the project's own code does not script anything."""
+
+import warnings
+
+warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
