@@ -1,0 +1,171 @@
+"""The main job's parts without running it: the cached composite set (equal to the on-the-fly one), the batch
+augmentation (equal to torchvision's), held-out items, the plan and its dry run, nested seed spreads, the notes
+(a claim appears only with its numbers), the foreach gradient clipping (equal to Detectron2's)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torchvision.transforms.v2 import functional as F
+
+from classification.data.composited import CompositedSet, augment_batch, load_composited, render_composited
+from classification.data.datasets import EmbeddedObjects
+from classification.engine.config import ClsConfig
+from conftest import run_tool
+from detection.engine.main_job import MainJobPlan, generated_notes, nested_spread, plan_stages, summary_lines
+
+
+def test_cached_composites_equal_the_on_the_fly_ones_and_are_reused(tmp_path):
+    for seed in (0, 3):
+        images, labels, _ = render_composited("test", 32, seed, 12)
+        ref = EmbeddedObjects("test", 32, None, 12, seed)
+        for i in range(12):
+            pil, label = ref[i]
+            assert np.array_equal(np.asarray(pil), images[i]) and label == labels[i], (seed, i)
+    first = load_composited("train", 24, 1, count=10, root=tmp_path)
+    files = sorted(tmp_path.iterdir())
+    stamp = [f.stat().st_mtime_ns for f in files]
+    again = load_composited("train", 24, 1, count=6, root=tmp_path)  # fewer items: read from the cache
+    assert [f.stat().st_mtime_ns for f in files] == stamp and np.array_equal(again[0], first[0][:6])
+    more = load_composited("train", 24, 1, count=14, root=tmp_path)  # more items than cached: rendered again
+    assert more[0].shape[0] == 14 and np.array_equal(more[0][:10], first[0])
+    meta = next(f for f in tmp_path.iterdir() if f.suffix == ".json")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "seed": 99}))  # a cache of another seed
+    assert np.array_equal(load_composited("train", 24, 1, count=14, root=tmp_path)[0], more[0])
+    assert json.loads(meta.read_text())["seed"] == 1
+
+
+def test_batch_augmentation_is_torchvisions_crop_and_flip():
+    images = torch.randint(0, 256, (16, 32, 32, 3), dtype=torch.uint8)
+    out = augment_batch(images, 4, torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)  # the same draws, in augment_batch's order
+    oy, ox = torch.randint(0, 9, (16,), generator=g), torch.randint(0, 9, (16,), generator=g)
+    flip = torch.rand(16, generator=g) < 0.5
+    assert 0 < int(flip.sum()) < 16 and len(set(oy.tolist())) > 1
+    for i in range(16):
+        ref = F.crop(F.pad(images[i].permute(2, 0, 1), [4]), int(oy[i]), int(ox[i]), 32, 32)
+        ref = F.horizontal_flip(ref) if flip[i] else ref
+        assert torch.equal(ref.permute(1, 2, 0), out[i]), i
+
+
+def test_holdout_is_the_last_training_items(tmp_path, monkeypatch):
+    from classification.engine.trainer import build_datasets
+
+    monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path))
+    cfg = ClsConfig(dataset="embedded", holdout=40, train_samples=100, output_dir=str(tmp_path / "o"))
+    train, val, _ = build_datasets(cfg)
+    assert isinstance(train, CompositedSet) and len(train) == 100 and len(val) == 40
+    n = len(EmbeddedObjects("train", 32))
+    ref = EmbeddedObjects("train", 32)
+    assert np.array_equal(val.images[0].numpy(), np.asarray(ref[n - 40][0]))  # unaugmented, from the train split
+    assert int(val.labels[-1]) == ref[n - 1][1]
+    with pytest.raises(ValueError, match="embedded dataset only"):
+        ClsConfig(dataset="cifar10", holdout=10)
+    with pytest.raises(ValueError, match="leaves no training items"):
+        build_datasets(ClsConfig(dataset="embedded", holdout=n, output_dir=str(tmp_path / "p")))
+
+
+def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
+    plan = MainJobPlan(pretrain_seeds=(0, 1), detect_seeds=(0, 1, 2), pretrain_epochs=1.0)
+    stages = plan_stages(plan, tmp_path)
+    pre = [s for s in stages if s.kind == "pretrain"]
+    det = [s for s in stages if s.kind == "detect" and s.init == "pretrained"]
+    scratch = [s for s in stages if s.init == "scratch"]
+    assert len(pre) == 4 and len(det) == 2 * 2 * 3 and len(scratch) == 2
+    for s in det:
+        assert s.deps == [tmp_path / "pretrain" / f"{s.model}_p{s.pretrain_seed}"]
+        i = s.argv.index("MODEL.WEIGHTS")
+        assert s.argv[i + 1] == str(s.deps[0] / "model_final.pth") and s.argv[s.argv.index("SEED") + 1] == \
+            str(s.detect_seed)
+    assert {s.group for s in det} == {"vgg16_bn_pretrained", "resnet101_pretrained"}
+    assert all(s.iterations == plan.pretrain_iterations() for s in pre)
+    assert plan.pretrain_iterations() == -(-plan.pretrain_items() // plan.pretrain_batch)
+    sel = plan_stages(MainJobPlan(selection=True), tmp_path)
+    assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
+
+
+def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
+    out = tmp_path / "job"
+    proc = run_tool("tools/main_job.py", "--dry-run", "--quick", "--output-dir", out, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "pretrain/vgg16_bn_p0" in proc.stdout and "detect/resnet101_p0_d0" in proc.stdout
+    assert "after pretrain/resnet101_p0" in proc.stdout and "Nothing was run" in proc.stdout
+    minutes = float(proc.stdout.split("[main job] estimated ")[1].split(" min")[0])
+    assert minutes > 0 and not out.exists()
+    assert "FutureWarning" not in proc.stderr  # fvcore's torch.jit.script warning is silenced at the entry point
+    dup = run_tool("tools/main_job.py", "--dry-run", "--seeds", "0", "0", timeout=120)
+    assert dup.returncode != 0 and "lists a seed twice" in dup.stderr
+
+
+def test_nested_spread_separates_pretraining_and_detection_seeds():
+    s = nested_spread({(0, 0): 80.0, (0, 1): 82.0, (1, 0): 70.0, (1, 1): 72.0})
+    assert s["mean"] == 76.0 and s["n"] == 4 and s["pretraining_seeds"] == 2
+    assert s["sd_between_pretraining_seeds"] == pytest.approx(np.std([81, 71], ddof=1))
+    assert s["sd_within_pretraining_seed"] == pytest.approx(np.sqrt(2.0))
+    assert s["sd"] == pytest.approx(np.std([80, 82, 70, 72], ddof=1))
+
+
+def _results(delta_verdict: str, with_pretraining: bool = True) -> dict:
+    stat = {"mean": 50.0, "sd": 1.0, "n": 4}
+    return {"pretraining": {"vgg16_bn": {"mean": 20.0, "sd": 1.0, "n": 2},
+                            "resnet101": {"mean": 25.0, "sd": 1.0, "n": 2}} if with_pretraining else {},
+            "groups": {"vgg16_bn_pretrained": {"stats": {"AP50": stat}}},
+            "gains": [{"backbone": "vgg16_bn", "metric": "AP50", "delta": 40.0, "verdict": "beyond seed spread (±2)"},
+                      {"backbone": "resnet101", "metric": "AP50", "delta": 1.0, "verdict": "within seed spread (±3)"}],
+            "deltas": [{"a": "resnet101_pretrained", "b": "vgg16_bn_pretrained", "metric": "AP50", "delta": -6.0,
+                        "verdict": delta_verdict}]}
+
+
+def test_notes_make_a_claim_only_when_its_numbers_support_it():
+    plan = MainJobPlan()
+    beyond = " ".join(generated_notes(_results("beyond seed spread (±2.00)"), plan))
+    assert "Pretraining raises vgg16_bn's AP50 by 40.0" in beyond
+    assert "no effect of pretraining is established" in beyond  # resnet101's gain is within the spread
+    assert "vgg16_bn ahead of resnet101 by 6.0 AP50, beyond seed spread" in beyond
+    assert "no cause is claimed" in beyond and "pretraining top-1 error resnet101 25.0%" in beyond
+    within = " ".join(generated_notes(_results("within seed spread (±9.00)"), plan))
+    assert "order of the two backbones is not established" in within
+    bare = " ".join(generated_notes(_results("within seed spread (±9.00)", with_pretraining=False), plan))
+    assert "Measured beside it" not in bare  # no pretraining numbers: nothing said about them
+    manifest = {"source": "s", "classes": ["a"], "counts": {"val": {"images": 3}}}
+    lines = summary_lines(_results("beyond seed spread (±2.00)"), plan, {"AP50": 0.3, "AP": 0.1}, manifest)
+    assert any("ΔAP50 -6.00 -- beyond" in ln for ln in lines) and any("chance level" in ln for ln in lines)
+
+
+def test_foreach_clipping_equals_detectron2s_per_parameter_clipping():
+    from detectron2.config import get_cfg
+    from detectron2.solver.build import _create_gradient_clipper
+
+    from detection.engine.optimizer import clip_each_parameter_norm_
+
+    cfg = get_cfg().SOLVER.CLIP_GRADIENTS
+    cfg.CLIP_VALUE, cfg.CLIP_TYPE = 10.0, "norm"
+    clip = _create_gradient_clipper(cfg)
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in ((8, 3, 3, 3), (8,), (16, 8), (5,), (7,))]
+    for p, scale in zip(params, (0.01, 100.0, 3.0, 50.0, 0.0)):
+        p.grad = torch.randn(p.shape) * scale
+    grads = [p.grad.clone() for p in params]
+    for p in params:
+        clip(p)
+    clip_each_parameter_norm_(grads, 10.0)
+    for p, g in zip(params, grads):
+        assert torch.equal(p.grad, g)
+    assert float(params[1].grad.norm()) == pytest.approx(10.0, rel=1e-5)  # clipped to the bound
+
+
+def test_fresh_deletes_only_what_the_job_made(tmp_path):
+    from detection.engine.main_job import STAGE_FILE, _fresh
+
+    stage = tmp_path / "detect" / "vgg16_bn_p0_d0"
+    stage.mkdir(parents=True)
+    (stage / STAGE_FILE).write_text("{}")
+    other = tmp_path / "detect" / "my_own_run"
+    other.mkdir()
+    (other / "model_final.pth").write_text("x")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "report").mkdir()
+    _fresh(tmp_path, lambda m: None)
+    assert not stage.exists() and not (tmp_path / "report").exists()
+    assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
