@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast demo demo-quick lint benchmark
+.PHONY: setup test test-fast demo demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -29,3 +29,7 @@ lint: setup
 
 benchmark: setup
 	$(PY) tools/benchmark.py
+
+# On a CUDA machine: the `cuda`-marked tests and GPU timings, < 8 min on one GPU (output/device_check/).
+device-check: setup
+	$(PY) tools/device_check.py

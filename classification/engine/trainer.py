@@ -181,6 +181,7 @@ class Run:
     mean_std: tuple
     device: torch.device
     world: int
+    scaler: torch.amp.GradScaler | None = None  # AMP loss scaling (enabled on CUDA only); checkpointed
     iteration: int = 0
     history: dict = field(default_factory=lambda: {"iteration": [], "train_error": [], "test_error": [],
                                                    "test_top5_error": [], "lr": [], "skipped_images": 0,
@@ -216,8 +217,9 @@ def build(cfg: ClsConfig) -> Run:
     net = model
     if world > 1:
         net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and device.type == "cuda")
     return Run(cfg, Path(cfg.output_dir), model, net, optimizer, LRSchedule(cfg, base_lr), train_set, val_set,
-               mean_std, device, world)
+               mean_std, device, world, scaler)
 
 
 def resume(run: Run) -> None:
@@ -232,6 +234,8 @@ def resume(run: Run) -> None:
     run.schedule.load_state_dict(state["schedule"])
     run.history = state["history"]
     run.iteration = int(state["iteration"])
+    if run.scaler is not None and run.scaler.is_enabled() and state.get("scaler"):
+        run.scaler.load_state_dict(state["scaler"])
     logger.info(f"resumed from {path} at iteration {run.iteration}")
 
 
@@ -287,6 +291,8 @@ def save_checkpoint(run: Run) -> None:
     save_pretrained(run.model, path, input_format="RGB", pixel_mean=mean, pixel_std=std,
                     extra={"optimizer": run.optimizer.state_dict(), "schedule": run.schedule.state_dict(),
                            "iteration": run.iteration, "history": run.history,
+                           "scaler": run.scaler.state_dict() if run.scaler is not None and run.scaler.is_enabled()
+                           else None,
                            "config": json.loads(json.dumps(asdict(run.cfg)))})
     atomic_write_text(run.out / LAST_CHECKPOINT, path.name)  # points only at complete files
 
@@ -310,7 +316,7 @@ def train(cfg: ClsConfig) -> dict:
     else:
         loader = DataLoader(SeededSamples(run.train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
                             num_workers=cfg.workers, collate_fn=collate_skipping)
-    scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp and run.device.type == "cuda")
+    scaler = run.scaler
     criterion = nn.CrossEntropyLoss()
     writer = bar = None
     if _is_main():

@@ -119,10 +119,11 @@ class Trainer(DefaultTrainer):
         optimizer = self.build_optimizer(cfg, model)
         data_loader, self._sampler = build_train_loader(cfg)
         model = create_ddp_model(model)
-        logging.getLogger("detectron2").info(
-            f"training {type(model).__name__} in {comm.get_world_size()} process(es) on {cfg.MODEL.DEVICE}")
         use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
         self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
+        logging.getLogger("detectron2").info(
+            f"training {type(model).__name__} in {comm.get_world_size()} process(es) on {cfg.MODEL.DEVICE} with "
+            f"{type(self._trainer).__name__}")
         self.scheduler = self.build_lr_scheduler(cfg, optimizer)
         self.checkpointer = BackbonesCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self),
                                                   strict_backbone=cfg.MODEL.BACKBONES.STRICT_LOAD)
