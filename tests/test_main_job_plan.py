@@ -169,3 +169,17 @@ def test_fresh_deletes_only_what_the_job_made(tmp_path):
     _fresh(tmp_path, lambda m: None)
     assert not stage.exists() and not (tmp_path / "report").exists()
     assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
+
+
+def test_a_failed_stage_stops_the_graph_and_names_its_log(tmp_path):
+    from detection.engine.main_job import Estimator, Stage, run_graph
+
+    script = tmp_path / "fail.py"
+    script.write_text("import sys; print('boom: the reason'); sys.exit(3)\n")
+    a = Stage("stage a", tmp_path / "a", [str(script)], "detect", "m", "scratch", 1)
+    b = Stage("stage b", tmp_path / "b", [str(script)], "detect", "m", "scratch", 1, deps=[tmp_path / "a"])
+    lines = []
+    with pytest.raises(RuntimeError, match="stage a \\(exit 3\\)") as err:
+        run_graph([a, b], 2, 1, Estimator({}, 2), lines.append)
+    assert "boom: the reason" in str(err.value) and str(tmp_path / "a" / "stage.log") in str(err.value)
+    assert not (tmp_path / "b").exists() and any("started: stage a" in ln for ln in lines)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The README's main job (`make demo`): pretrain VGG-16(BN) and ResNet-101 at reduced width (2 seeds each), transfer
 each into Faster R-CNN (2 detection seeds per pretraining seed) beside from-scratch controls, and report -- the
-paper's Tables 7/8 question in miniature, at converged schedules (notes/CONVERGENCE.md).
+paper's Tables 7/8 question in miniature, at converged schedules (CONVERGENCE.md).
 
     tools/main_job.py --dry-run          # the stages and the estimated minutes (measured step times); runs nothing
     tools/main_job.py                    # a second run reuses finished stages, resumes interrupted ones
