@@ -25,23 +25,22 @@ import json
 import math
 import os
 import shutil
-import signal
-import statistics
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["MainJobPlan", "Stage", "plan_stages", "main", "chance_ap", "nested_spread", "QUICK"]
+from .main_job_results import generated_notes, job_results, nested_spread, summary_lines
+from .stages import REPO, STAGE_FILE, Estimator, Stage, StageConflict, run_graph
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["MainJobPlan", "Stage", "StageConflict", "plan_stages", "main", "chance_ap", "nested_spread",
+           "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK", "STAGE_FILE"]
+
 ARCH_CONFIGS = {"vgg": REPO / "configs" / "COCO-Detection" / "faster_rcnn_vgg16.yaml",
                 "resnet": REPO / "configs" / "COCO-Detection" / "faster_rcnn_R_101_C4.yaml",
                 "plain": REPO / "configs" / "COCO-Detection" / "faster_rcnn_R_101_C4.yaml"}  # by name prefix
 SMOKE = REPO / "configs" / "Embedded-Detection" / "smoke.yaml"
 PRETRAINED = REPO / "configs" / "Embedded-Detection" / "pretrained.yaml"
-STAGE_FILE = "main_job_stage.json"
 LOCK_FILE = ".main_job.lock"
 
 
@@ -117,37 +116,6 @@ class MainJobPlan:
 QUICK = {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400}
 
 
-@dataclass
-class Stage:
-    title: str
-    out: Path
-    argv: list[str]  # a tool's command line, run with this interpreter
-    kind: str  # "pretrain" or "detect"
-    model: str
-    init: str  # "pretrained" / "scratch" (detect), "" (pretrain)
-    iterations: int
-    group: str = ""  # the report group of a detection stage
-    deps: list[Path] = field(default_factory=list)  # stage directories that must be finished first
-    pretrain_seed: int | None = None
-    detect_seed: int | None = None
-
-    @property
-    def rate_key(self) -> tuple[str, str, str]:
-        return self.kind, self.model, self.init
-
-    def done(self) -> bool:
-        """Finished = the final checkpoint and its evaluation exist (metrics.json is also written by a failed
-        evaluation of a finished run, so both are required)."""
-        final = (self.out / "model_final.pth").is_file()
-        try:
-            m = json.loads((self.out / "metrics.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            return False
-        if self.kind == "pretrain":
-            return final and bool(m.get("final"))
-        return final and m.get("iterations_completed") == self.iterations and "evaluation" in m
-
-
 def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     stages = []
     p_iters = plan.pretrain_iterations()
@@ -173,43 +141,6 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
                             plan.detect_args(model, None, ds, d), "detect", model, "scratch", n, f"{model}_scratch",
                             detect_seed=ds))
     return stages
-
-
-class StageConflict(RuntimeError):
-    """A stage directory holds a run made with other settings."""
-
-
-def _record(stage: Stage, threads: int) -> dict:
-    return {"argv": stage.argv, "threads": threads}
-
-
-def _check_stage(stage: Stage, threads: int) -> bool:
-    """True if the stage is finished with these settings; raises StageConflict if its directory holds another's."""
-    if not stage.out.exists():
-        return False
-    try:
-        before = json.loads((stage.out / STAGE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        before = None
-    if before != _record(stage, threads):
-        what = "another thread count" if isinstance(before, dict) and before.get("argv") == stage.argv else \
-            "other settings (or not by the main job)"
-        raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
-                            "--output-dir")
-    return stage.done()
-
-
-def prune_checkpoints(out: Path) -> int:
-    """After a stage finished: delete its intermediate model_*.pth (only model_final.pth is read later); bytes."""
-    freed = 0
-    for p in out.glob("model_*.pth"):
-        if p.name != "model_final.pth":
-            freed += p.stat().st_size
-            p.unlink()
-    last = out / "last_checkpoint"
-    if last.is_file():
-        last.write_text("model_final.pth")
-    return freed
 
 
 # ---- time estimates: measured step times, replaced by each stage's own iterations as they run -------------------
@@ -288,124 +219,6 @@ def _detect_step_seconds(plan: MainJobPlan, model: str, init: str) -> float:
         return _timed(step)
 
 
-class Estimator:
-    """Remaining minutes: each stage's iterations x seconds per iteration of its kind (measured by the running and
-    finished stages of that kind, else the calibration), plus per-stage start-up and evaluation as measured by the
-    finished stages (else the calibration's 15 s), divided by the parallel stages."""
-
-    def __init__(self, calibration: dict, jobs: int):
-        self.calibration, self.jobs = calibration, jobs
-        self.measured: dict[tuple, list[float]] = {}
-        self.overhead: list[float] = []
-
-    def observe(self, stage: Stage, wall: float | None = None) -> None:
-        from classification.engine.progress import read_progress
-
-        prog = read_progress(stage.out)
-        if prog and prog["iteration"] > prog["start_iteration"]:
-            rate = prog["seconds"] / (prog["iteration"] - prog["start_iteration"])
-            self.measured[stage.rate_key] = [rate]
-            if wall is not None and prog["start_iteration"] == 1:
-                self.overhead.append(max(0.0, wall - rate * stage.iterations))
-
-    def rate(self, stage: Stage) -> float:
-        m = self.measured.get(stage.rate_key)
-        return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
-
-    def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
-        over = statistics.median(self.overhead) if self.overhead else 15.0
-        return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
-
-    def remaining_minutes(self, pending: list[Stage], running: list[Stage]) -> float:
-        from classification.engine.progress import read_progress
-
-        total = sum(self.stage_seconds(s) for s in pending)
-        for s in running:
-            prog = read_progress(s.out)
-            frac = prog["iteration"] / max(1, prog["iterations"]) if prog else 0.0
-            total += self.stage_seconds(s, frac)
-        return total / max(1, min(self.jobs, len(pending) + len(running))) / 60
-
-
-# ---- running the graph ------------------------------------------------------------------------------------------
-
-def _stage_env(threads: int) -> dict:
-    env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(threads)
-    return env
-
-
-def _tail(path: Path, n: int = 15) -> str:
-    try:
-        lines = path.read_text(errors="replace").replace("\r", "\n").splitlines()
-    except OSError:
-        return ""
-    return "\n".join("    " + ln for ln in lines[-n:])
-
-
-def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
-    """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
-    naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
-    finished = {s.out for s in stages if _check_stage(s, threads)}
-    for s in stages:
-        if s.out in finished:
-            log(f"[main job] reused: {s.title} ({s.out})")
-    pending = [s for s in stages if s.out not in finished]
-    running: dict[Path, tuple[Stage, subprocess.Popen, float, object]] = {}
-    failed: list[str] = []
-    last_report = 0.0
-    try:
-        while running or (pending and not failed):  # after a failure: let the running stages end, start none
-            for s in list(pending):
-                if failed or len(running) >= jobs:
-                    break
-                if any(d not in finished for d in s.deps):
-                    continue
-                pending.remove(s)
-                s.out.mkdir(parents=True, exist_ok=True)
-                (s.out / STAGE_FILE).write_text(json.dumps(_record(s, threads), indent=1))
-                resume = ["--resume"] if (s.out / "last_checkpoint").is_file() else []
-                logf = open(s.out / "stage.log", "a")
-                proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=REPO,
-                                        env=_stage_env(threads), stdout=logf, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-                running[s.out] = (s, proc, time.time(), logf)
-                log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / 'stage.log'})")
-            time.sleep(0.5)
-            for key, (s, proc, t0, logf) in list(running.items()):
-                estimator.observe(s)
-                rc = proc.poll()
-                if rc is None:
-                    continue
-                logf.close()
-                del running[key]
-                wall = time.time() - t0
-                if rc == 0 and s.done():
-                    estimator.observe(s, wall)
-                    freed = prune_checkpoints(s.out)
-                    finished.add(s.out)
-                    log(f"[main job] finished in {wall / 60:.1f} min: {s.title}"
-                        + (f" (removed {freed / 2**20:.0f} MiB of intermediate checkpoints)" if freed else ""))
-                else:
-                    why = f"exit {rc}" if rc else "it exited 0 without its final checkpoint and evaluation"
-                    failed.append(f"{s.title} ({why}); log {s.out / 'stage.log'}:\n{_tail(s.out / 'stage.log')}")
-            if running and time.time() - last_report > 60:
-                last_report = time.time()
-                log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
-                    f"{estimator.remaining_minutes(pending, [r[0] for r in running.values()]):.0f} min left")
-    except KeyboardInterrupt:
-        for _, proc, _, _ in running.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-        for _, proc, _, logf in running.values():
-            proc.wait()
-            logf.close()
-        raise
-    if failed:
-        raise RuntimeError("stage failed: " + "\n".join(failed))
-
-
 # ---- chance, spreads, summary -----------------------------------------------------------------------------------
 
 def chance_ap(dataset: str = "embedded_val", boxes_per_image: int = 100, seed: int = 0) -> dict[str, float]:
@@ -432,142 +245,6 @@ def chance_ap(dataset: str = "embedded_val", boxes_per_image: int = 100, seed: i
             results.append({"image_id": rec["image_id"], "category_id": int(rng.choice(cat_ids)),
                             "bbox": [x0, y0, bw, bh], "score": float(rng.uniform())})
     return evaluate_coco(coco, results).stats
-
-
-def nested_spread(values: dict[tuple[int, int], float]) -> dict:
-    """Mean and spreads of a metric over (pretraining seed, detection seed) runs: sd over all runs, sd of the
-    per-pretraining-seed means (between), pooled sd over detection seeds within a pretraining seed (within)."""
-    vals = list(values.values())
-    by_p: dict[int, list[float]] = {}
-    for (p, _), v in values.items():
-        by_p.setdefault(p, []).append(v)
-    means = [statistics.fmean(v) for v in by_p.values()]
-    within = [statistics.variance(v) for v in by_p.values() if len(v) > 1]
-    return {"mean": statistics.fmean(vals), "n": len(vals), "sd": statistics.stdev(vals) if len(vals) > 1 else None,
-            "sd_between_pretraining_seeds": statistics.stdev(means) if len(means) > 1 else None,
-            "sd_within_pretraining_seed": math.sqrt(statistics.fmean(within)) if within else None,
-            "pretraining_seeds": len(by_p)}
-
-
-def _pm(stat: dict | None, nd: int = 1, unit: str = "") -> str:
-    if not stat:
-        return "—"
-    sd = f" ± {stat['sd']:.{nd}f}" if stat.get("sd") is not None else ""
-    return f"{stat['mean']:.{nd}f}{sd}{unit} (n={stat['n']})"
-
-
-def job_results(stages: list[Stage], plan: MainJobPlan) -> dict:
-    """Everything the summary and the notes say, as numbers read from the runs: per backbone the pretraining error
-    over seeds, per detection group AP / AP50 / APs/m/l with nested spreads, gains over scratch, backbone deltas."""
-    from ..report.groups import spread_verdict
-    from ..report.runs import load_run
-
-    out: dict = {"pretraining": {}, "groups": {}, "deltas": [], "gains": []}
-    for model in plan.backbones:
-        errs = {}
-        for s in stages:
-            if s.kind == "pretrain" and s.model == model:
-                with contextlib.suppress(OSError, ValueError, KeyError):
-                    m = json.loads((s.out / "metrics.json").read_text())
-                    errs[(s.pretrain_seed, 0)] = 100 - m["final"]["top1"]
-        if errs:
-            out["pretraining"][model] = nested_spread(errs)
-    for s in stages:
-        if s.kind != "detect":
-            continue
-        run = load_run(s.out)
-        if run.status != "finished":
-            continue
-        g = out["groups"].setdefault(s.group, {"backbone": s.model, "init": s.init, "values": {}})
-        for key in ("AP", "AP50", "AP75", "APs", "APm", "APl"):
-            v = run.metrics.get(key)
-            if v is not None and not math.isnan(v):
-                g["values"].setdefault(key, {})[(s.pretrain_seed or 0, s.detect_seed)] = v
-    for g in out["groups"].values():
-        g["stats"] = {k: nested_spread(v) for k, v in g.pop("values").items()}
-    groups = out["groups"]
-    for model in plan.backbones:
-        pre, scr = groups.get(f"{model}_pretrained"), groups.get(f"{model}_scratch")
-        if pre and scr and "AP50" in pre["stats"] and "AP50" in scr["stats"]:
-            a, b = pre["stats"]["AP50"], scr["stats"]["AP50"]
-            out["gains"].append({"backbone": model, "metric": "AP50", "delta": a["mean"] - b["mean"],
-                                 "verdict": spread_verdict(a["mean"] - b["mean"], a["sd"], b["sd"])})
-    base = groups.get(f"{plan.backbones[0]}_pretrained")
-    for model in plan.backbones[1:]:
-        other = groups.get(f"{model}_pretrained")
-        if base and other:
-            for key in ("AP50", "AP"):
-                if key in base["stats"] and key in other["stats"]:
-                    a, b = other["stats"][key], base["stats"][key]
-                    out["deltas"].append({"a": f"{model}_pretrained", "b": f"{plan.backbones[0]}_pretrained",
-                                          "metric": key, "delta": a["mean"] - b["mean"],
-                                          "verdict": spread_verdict(a["mean"] - b["mean"], a["sd"], b["sd"])})
-    return out
-
-
-def summary_lines(results: dict, plan: MainJobPlan, chance: dict, manifest: dict) -> list[str]:
-    where = "held-out training data (model selection)" if plan.selection else \
-        f"embedded default, {manifest['counts']['val']['images']} val images"
-    lines = [f"Main job summary -- {where} ({manifest['source']} objects, classes "
-             f"{', '.join(manifest['classes'])}); all nets at width {plan.width:g}; {len(plan.pretrain_seeds)} "
-             f"pretraining seed(s) x {len(plan.detect_seeds)} detection seed(s) per backbone:"]
-    for model, st in results["pretraining"].items():
-        lines.append(f"  pretraining {model}: val top-1 error {_pm(st, unit='%')} after {plan.pretrain_epochs:g} "
-                     f"epochs ({plan.pretrain_iterations() * plan.pretrain_batch:,} images)")
-    for name, g in results["groups"].items():
-        s = g["stats"]
-        lines.append(f"  {name:<22} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
-                     f"APs/APm/APl {'/'.join(_pm(s.get(k)).split(' ')[0] for k in ('APs', 'APm', 'APl'))}")
-        ap50 = s.get("AP50") or {}
-        if ap50.get("sd_between_pretraining_seeds") is not None or ap50.get("sd_within_pretraining_seed") is not None:
-            b, w = ap50.get("sd_between_pretraining_seeds"), ap50.get("sd_within_pretraining_seed")
-            lines.append(f"  {'':<22} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
-                         f"within a pretraining seed (detection seeds) {'—' if w is None else f'{w:.1f}'}")
-    for gain in results["gains"]:
-        lines.append(f"  gain from pretraining, {gain['backbone']}: {gain['delta']:+.1f} AP50 -- {gain['verdict']}")
-    for d in results["deltas"]:
-        lines.append(f"  {d['a']} vs {d['b']}: Δ{d['metric']} {d['delta']:+.2f} -- {d['verdict']}")
-    lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
-    return lines
-
-
-def generated_notes(results: dict, plan: MainJobPlan) -> list[str]:
-    """Report notes: what was run, and only the statements the numbers above support; causes the job does not
-    measure are said to be not established."""
-    lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
-    notes = [f"The paper's experiment in miniature: {', '.join(plan.backbones)} at width {plan.width:g}, each "
-             f"pretrained for classification ({plan.pretrain_epochs:g} epochs of Fashion-MNIST train items composited "
-             f"on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} seed(s)), then "
-             f"transferred to Faster R-CNN ({plan.detect_iterations} iterations of 2 images, "
-             f"{len(plan.detect_seeds)} detection seed(s) per pretraining seed) beside from-scratch controls with "
-             "the identical detection schedule. Smoke scale on a CPU: compare the rows with each other and with "
-             "chance, not with the paper.",
-             f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each net's "
-             f"reference one ({lrs}), and ResNets start with the last BN of each block at zero."]
-    for gain in results["gains"]:
-        if gain["verdict"].startswith("beyond"):
-            notes.append(f"Pretraining raises {gain['backbone']}'s AP50 by {gain['delta']:.1f} over the from-scratch "
-                         f"control ({gain['verdict']}); the two differ only in the initialisation.")
-        else:
-            notes.append(f"Pretraining vs scratch for {gain['backbone']}: {gain['delta']:+.1f} AP50, "
-                         f"{gain['verdict']}: no effect of pretraining is established.")
-    pre = results["pretraining"]
-    for d in results["deltas"]:
-        if d["metric"] != "AP50":
-            continue
-        a, b = d["a"].rsplit("_pretrained", 1)[0], d["b"].rsplit("_pretrained", 1)[0]
-        order = (f"{a} ahead of {b} by {d['delta']:.1f} AP50" if d["delta"] > 0 else
-                 f"{b} ahead of {a} by {-d['delta']:.1f} AP50")
-        if d["verdict"].startswith("beyond"):
-            text = f"Backbones: {order}, {d['verdict']} (spread over pretraining and detection seeds)."
-        else:
-            text = f"Backbones: {order}, {d['verdict']}: the order of the two backbones is not established."
-        if a in pre and b in pre:
-            text += (f" Measured beside it: pretraining top-1 error {a} {pre[a]['mean']:.1f}%, {b} "
-                     f"{pre[b]['mean']:.1f}%; AP by object size in the table. This job does not measure what "
-                     "causes the difference; no cause is claimed.")
-        notes.append(text)
-    return notes
 
 
 # ---- the command line ---------------------------------------------------------------------------------------------
@@ -695,10 +372,7 @@ def main(argv: list[str] | None = None) -> int:
           f"about {minutes:.0f} min of stages (measured step times)", flush=True)
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
-    except StageConflict as err:
-        print(f"[main job] error: {err}", file=sys.stderr)
-        return 1
-    except RuntimeError as err:
+    except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

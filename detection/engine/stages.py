@@ -1,0 +1,207 @@
+"""Running a graph of training stages as subprocesses: each stage a tool's command line with its own directory, the
+command recorded beside it, finished stages reused, interrupted ones resumed (`--resume`), at most `jobs` at a time
+with `threads` threads each, each after its dependencies; time estimates from each stage's progress.json."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Stage", "StageConflict", "Estimator", "run_graph", "prune_checkpoints", "STAGE_FILE", "REPO"]
+
+REPO = Path(__file__).resolve().parents[2]
+STAGE_FILE = "main_job_stage.json"
+
+
+@dataclass
+class Stage:
+    title: str
+    out: Path
+    argv: list[str]  # a tool's command line, run with this interpreter
+    kind: str  # "pretrain" or "detect"
+    model: str
+    init: str  # "pretrained" / "scratch" (detect), "" (pretrain)
+    iterations: int
+    group: str = ""  # the report group of a detection stage
+    deps: list[Path] = field(default_factory=list)  # stage directories that must be finished first
+    pretrain_seed: int | None = None
+    detect_seed: int | None = None
+
+    @property
+    def rate_key(self) -> tuple[str, str, str]:
+        return self.kind, self.model, self.init
+
+    def done(self) -> bool:
+        """Finished = the final checkpoint and its evaluation exist (metrics.json is also written by a failed
+        evaluation of a finished run, so both are required)."""
+        final = (self.out / "model_final.pth").is_file()
+        try:
+            m = json.loads((self.out / "metrics.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return False
+        if self.kind == "pretrain":
+            return final and bool(m.get("final"))
+        return final and m.get("iterations_completed") == self.iterations and "evaluation" in m
+
+
+class StageConflict(RuntimeError):
+    """A stage directory holds a run made with other settings."""
+
+
+def _record(stage: Stage, threads: int) -> dict:
+    return {"argv": stage.argv, "threads": threads}
+
+
+def _check_stage(stage: Stage, threads: int) -> bool:
+    """True if the stage is finished with these settings; raises StageConflict if its directory holds another's."""
+    if not stage.out.exists():
+        return False
+    try:
+        before = json.loads((stage.out / STAGE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        before = None
+    if before != _record(stage, threads):
+        what = "another thread count" if isinstance(before, dict) and before.get("argv") == stage.argv else \
+            "other settings (or not by the main job)"
+        raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
+                            "--output-dir")
+    return stage.done()
+
+
+def prune_checkpoints(out: Path) -> int:
+    """After a stage finished: delete its intermediate model_*.pth (only model_final.pth is read later); bytes."""
+    freed = 0
+    for p in out.glob("model_*.pth"):
+        if p.name != "model_final.pth":
+            freed += p.stat().st_size
+            p.unlink()
+    last = out / "last_checkpoint"
+    if last.is_file():
+        last.write_text("model_final.pth")
+    return freed
+
+
+class Estimator:
+    """Remaining minutes: each stage's iterations x seconds per iteration of its kind (measured by the running and
+    finished stages of that kind, else the calibration), plus per-stage start-up and evaluation as measured by the
+    finished stages (else the calibration's 15 s), divided by the parallel stages."""
+
+    def __init__(self, calibration: dict, jobs: int):
+        self.calibration, self.jobs = calibration, jobs
+        self.measured: dict[tuple, list[float]] = {}
+        self.overhead: list[float] = []
+
+    def observe(self, stage: Stage, wall: float | None = None) -> None:
+        from classification.engine.progress import read_progress
+
+        prog = read_progress(stage.out)
+        if prog and prog["iteration"] > prog["start_iteration"]:
+            rate = prog["seconds"] / (prog["iteration"] - prog["start_iteration"])
+            self.measured[stage.rate_key] = [rate]
+            if wall is not None and prog["start_iteration"] == 1:
+                self.overhead.append(max(0.0, wall - rate * stage.iterations))
+
+    def rate(self, stage: Stage) -> float:
+        m = self.measured.get(stage.rate_key)
+        return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
+
+    def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
+        over = statistics.median(self.overhead) if self.overhead else 15.0
+        return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
+
+    def remaining_minutes(self, pending: list[Stage], running: list[Stage]) -> float:
+        from classification.engine.progress import read_progress
+
+        total = sum(self.stage_seconds(s) for s in pending)
+        for s in running:
+            prog = read_progress(s.out)
+            frac = prog["iteration"] / max(1, prog["iterations"]) if prog else 0.0
+            total += self.stage_seconds(s, frac)
+        return total / max(1, min(self.jobs, len(pending) + len(running))) / 60
+
+
+# ---- running the graph ------------------------------------------------------------------------------------------
+
+def _stage_env(threads: int) -> dict:
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").replace("\r", "\n").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + ln for ln in lines[-n:])
+
+
+def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
+    """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
+    naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
+    finished = {s.out for s in stages if _check_stage(s, threads)}
+    for s in stages:
+        if s.out in finished:
+            log(f"[main job] reused: {s.title} ({s.out})")
+    pending = [s for s in stages if s.out not in finished]
+    running: dict[Path, tuple[Stage, subprocess.Popen, float, object]] = {}
+    failed: list[str] = []
+    last_report = 0.0
+    try:
+        while running or (pending and not failed):  # after a failure: let the running stages end, start none
+            for s in list(pending):
+                if failed or len(running) >= jobs:
+                    break
+                if any(d not in finished for d in s.deps):
+                    continue
+                pending.remove(s)
+                s.out.mkdir(parents=True, exist_ok=True)
+                (s.out / STAGE_FILE).write_text(json.dumps(_record(s, threads), indent=1))
+                resume = ["--resume"] if (s.out / "last_checkpoint").is_file() else []
+                logf = open(s.out / "stage.log", "a")
+                proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=REPO,
+                                        env=_stage_env(threads), stdout=logf, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+                running[s.out] = (s, proc, time.time(), logf)
+                log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / 'stage.log'})")
+            time.sleep(0.5)
+            for key, (s, proc, t0, logf) in list(running.items()):
+                estimator.observe(s)
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                logf.close()
+                del running[key]
+                wall = time.time() - t0
+                if rc == 0 and s.done():
+                    estimator.observe(s, wall)
+                    freed = prune_checkpoints(s.out)
+                    finished.add(s.out)
+                    log(f"[main job] finished in {wall / 60:.1f} min: {s.title}"
+                        + (f" (removed {freed / 2**20:.0f} MiB of intermediate checkpoints)" if freed else ""))
+                else:
+                    why = f"exit {rc}" if rc else "it exited 0 without its final checkpoint and evaluation"
+                    failed.append(f"{s.title} ({why}); log {s.out / 'stage.log'}:\n{_tail(s.out / 'stage.log')}")
+            if running and time.time() - last_report > 60:
+                last_report = time.time()
+                log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
+                    f"{estimator.remaining_minutes(pending, [r[0] for r in running.values()]):.0f} min left")
+    except KeyboardInterrupt:
+        for _, proc, _, _ in running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+        for _, proc, _, logf in running.values():
+            proc.wait()
+            logf.close()
+        raise
+    if failed:
+        raise RuntimeError("stage failed: " + "\n".join(failed))
