@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +125,10 @@ class CompositedSet(Dataset):
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def slice(self, start: int, stop: int) -> CompositedSet:
+        """Items [start, stop) (views of the same arrays)."""
+        return replace(self, images=self.images[start:stop], labels=self.labels[start:stop])
 
     def __getitem__(self, i: int):
         return normalize_batch(self.images[i:i + 1], self.mean, self.std)[0], int(self.labels[i])

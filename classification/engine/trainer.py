@@ -96,12 +96,10 @@ def _embedded_datasets(cfg: ClsConfig, mean, std):
     if cfg.embedded_cache:  # render (or read) only the items this run uses
         full = CompositedSet.load("train", size, mean, std, seed=cfg.data_seed,
                                   stop=n_train if cfg.holdout else fit)
-        train = CompositedSet(full.images[:fit], full.labels[:fit], full.classes, full.source, full.mean, full.std)
-        if cfg.holdout:
-            val = CompositedSet(full.images[n_train - cfg.holdout:], full.labels[n_train - cfg.holdout:],
-                                full.classes, full.source, full.mean, full.std)
-        else:
-            val = CompositedSet.load("test", size, mean, std, seed=cfg.data_seed, stop=cfg.val_samples)
+        train = full.slice(0, fit)
+        val = (full.slice(n_train - cfg.holdout, n_train) if cfg.holdout else
+               CompositedSet.load("test", size, mean, std, seed=cfg.data_seed, stop=cfg.val_samples))
+        return train, val.slice(0, cfg.val_samples or len(val)), (mean, std)
     else:
         small_test = eval_transform(mean, std, resize=None, crop=None)
         train = torch.utils.data.Subset(full, range(fit))
@@ -268,8 +266,7 @@ def run_evaluation(run: Run, lr: float) -> dict:
     c = run.cfg
     ten_crop = c.test_mode == "ten-crop" and c.dataset == "imagefolder"
     multi_scale = c.test_mode == "multi-scale" and c.dataset == "imagefolder"
-    in_memory = isinstance(run.val_set, CompositedSet) or isinstance(getattr(run.val_set, "dataset", None),
-                                                                     CompositedSet)
+    in_memory = isinstance(run.val_set, CompositedSet)  # no loader processes for an array already in memory
     res = evaluate(run.model, run.val_set, batch_size=c.batch_size, ten_crop=ten_crop, multi_scale=multi_scale,
                    workers=0 if in_memory else c.workers)
     h = run.history

@@ -338,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output_dir).resolve()
     t_start = time.time()
     stages = plan_stages(plan, out)
-    keys = {s.rate_key for s in stages}
+    # time only the kinds of stage still to run: a rerun whose stages are all finished starts no calibration
+    keys = {s.rate_key for s in stages if not ((s.out / STAGE_FILE).is_file() and s.done())}
     print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
           "training steps of each kind for the time estimate ...", flush=True)
     import detection  # noqa: F401  (registers the embedded datasets)
