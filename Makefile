@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast demo demo-quick lint benchmark device-check
+.PHONY: setup test test-fast test-d2main demo demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -16,6 +16,16 @@ test: setup
 # Everything but the end-to-end runs of the tools (tests marked slow): the edit-test loop.
 test-fast: setup
 	$(PY) -m pytest -n $(JOBS) -m "not slow" tests
+
+# The detection tests against Detectron2 main (what Detectron2's install instructions build) in a second
+# environment that reuses .venv's torch and dependencies: D2_MAIN = a source tree or .tar.gz of it.
+D2_MAIN ?= $(firstword $(wildcard ../shared/vendor/detectron2-main-*.tar.gz))
+D2_TESTS := tests/test_detection_models.py tests/test_detection_data_eval.py tests/test_train_det.py \
+	tests/test_reliability.py
+test-d2main: setup
+	@test -n "$(D2_MAIN)" || { echo "test-d2main: no Detectron2 main source; pass D2_MAIN=PATH (tree or .tar.gz)"; exit 2; }
+	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
+	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
 
 demo: setup
 	$(PY) tools/main_job.py

@@ -8,10 +8,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
+import signal
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -116,12 +119,48 @@ def read_checkpoint(path: str | os.PathLike) -> Any:
         return restricted_pickle_load(io.BufferedReader(f), str(path))
 
 
+# Signals a scheduler sends to a job it preempts or times out (submitit installs Python handlers for them).
+_DEFERRED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGUSR1", "SIGUSR2", "SIGTERM") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Run the block with the Python handlers of preemption signals postponed to its end.
+
+    A handler that checkpoints and exits (submitit's requeue) would otherwise run in the middle of a torch.save:
+    its SystemExit inside the zip writer turns into "unexpected pos" and the job fails instead of requeueing.
+    Only Python-level handlers are deferred (the default action of a signal is left alone), and only in the main
+    thread, the one where Python runs handlers and may replace them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {}
+    for signum in _DEFERRED_SIGNALS:
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            previous[signum] = signal.signal(signum, lambda n, _frame: pending.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in pending:  # handled now, with the file complete
+            signal.raise_signal(signum)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """Call `write(f)` on a temporary file in the same directory, fsync, then rename over `path`: a crash leaves
-    either the old file or the complete new one, never a truncated one. The project's one way to write a file
-    that someone may be reading (checkpoints, last_checkpoint, metrics, configs)."""
+    either the old file or the complete new one, never a truncated one; a preemption signal arriving meanwhile is
+    handled after the rename (signals_deferred). The project's one way to write a file that someone may be
+    reading (checkpoints, last_checkpoint, metrics, configs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    with signals_deferred():
+        _atomic_write(path, write)
+
+
+def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -17,8 +17,9 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+from pathlib import Path
 
-__all__ = ["Detectron2ExtensionMissing", "install", "has_compiled_ops"]
+__all__ = ["Detectron2ExtensionMissing", "install", "has_compiled_ops", "detectron2_config_file"]
 
 _FEATURES = {
     "deform_conv": "deformable convolution (DeformConv / ModulatedDeformConv)",
@@ -129,3 +130,18 @@ def has_compiled_ops() -> bool:
     """True when a real `detectron2._C` is loaded (call after install())."""
     install()
     return not _state["installed"]
+
+
+def detectron2_config_file(relative_path: str) -> str:
+    """The path of one of Detectron2's own model-zoo configs, e.g. "COCO-Detection/faster_rcnn_R_50_C4_1x.yaml".
+
+    Found beside the installed package, not through `detectron2.model_zoo`: on Detectron2 main that module imports
+    `pkg_resources`, which setuptools 81 removed, so it fails to import in a current environment.
+    """
+    import detectron2
+
+    path = Path(detectron2.__file__).resolve().parent / "model_zoo" / "configs" / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such Detectron2 model-zoo config (is this a complete Detectron2 "
+                                f"install? its configs are package data of detectron2.model_zoo)")
+    return str(path)

@@ -31,6 +31,20 @@ def shared_dir() -> Path:
     return SHARED
 
 
+@pytest.fixture
+def no_slurm(monkeypatch):
+    """This machine as one without Slurm, whatever it has: PATH without the directories that hold Slurm's
+    commands (submitit picks Slurm whenever `srun` is found) and no SLURM_* variables (a test run inside a job)."""
+    import shutil
+
+    slurm_dirs = {str(Path(p).parent) for p in map(shutil.which, ("srun", "sbatch", "squeue", "scontrol")) if p}
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d not in slurm_dirs)
+    monkeypatch.setenv("PATH", path)
+    for name in [n for n in os.environ if n.startswith("SLURM_")]:
+        monkeypatch.delenv(name)
+    assert shutil.which("srun") is None
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> Path:
     """The embedded generator at 96 px: 12 train / 8 val scenes, COCO json and VOC XML of the same images."""

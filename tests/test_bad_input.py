@@ -165,7 +165,7 @@ def test_coco_ap_of_a_voc_dataset_with_difficult_objects(tiny_data, tmp_path):
 
 # ---- poor but not dangerous ------------------------------------------------------------------------------------
 
-def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path):
+def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path, no_slurm):
     with pytest.raises(SystemExit, match="no Slurm .*--cluster local"):
         train_net.run(det_args(tiny_data, tmp_path / "s", 2, "--slurm")[1:])
 

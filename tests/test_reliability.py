@@ -194,27 +194,37 @@ def test_truncated_and_missing_images_name_the_file(tmp_path):
         mapper({"file_name": str(tmp_path / "nowhere.jpg"), "height": 64, "width": 64})
 
 
-def test_images_without_annotations_are_dropped_with_a_log(data, tmp_path, caplog):
+def test_images_left_without_objects_are_dropped_after_the_difficult_ones(data, tmp_path, caplog):
+    """Our training path (engine/data.train_dataset_dicts), not Detectron2's filter_empty: difficult VOC objects are
+    dropped first, then images left with no object -- an image whose objects are all difficult goes too."""
     from detectron2.data import DatasetCatalog, MetadataCatalog
-    from detectron2.data.build import get_detection_dataset_dicts
 
-    DatasetCatalog.register("rel_empty_images", lambda: [
+    from detection import get_detection_cfg
+    from detection.engine.data import train_dataset_dicts
+
+    box = {"bbox": [1, 1, 4, 4], "bbox_mode": 0, "category_id": 0}
+    DatasetCatalog.register("rel_difficult_only", lambda: [
         {"file_name": "x.jpg", "image_id": 1, "height": 8, "width": 8, "annotations": []},
-        {"file_name": "y.jpg", "image_id": 2, "height": 8, "width": 8,
-         "annotations": [{"bbox": [1, 1, 4, 4], "bbox_mode": 0, "category_id": 0}]}])
-    MetadataCatalog.get("rel_empty_images").thing_classes = ["a"]
-    d2_logger = logging.getLogger("detectron2")  # it does not propagate to the root logger caplog listens on
-    d2_logger.addHandler(caplog.handler)
-    try:
-        with caplog.at_level(logging.INFO, logger="detectron2"):
-            dicts = get_detection_dataset_dicts(["rel_empty_images"], filter_empty=True)
-    finally:
-        d2_logger.removeHandler(caplog.handler)
-    assert [d["image_id"] for d in dicts] == [2]
-    assert "Removed 1 images with no usable annotations. 1 images left." in caplog.text
+        {"file_name": "y.jpg", "image_id": 2, "height": 8, "width": 8, "annotations": [dict(box)]},
+        {"file_name": "z.jpg", "image_id": 3, "height": 8, "width": 8, "annotations": [{**box, "difficult": 1}]},
+        {"file_name": "w.jpg", "image_id": 4, "height": 8, "width": 8,
+         "annotations": [{**box, "difficult": 1}, dict(box)]}])
+    MetadataCatalog.get("rel_difficult_only").thing_classes = ["a"]
+
+    def dicts(*opts):
+        cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                                ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu", "MODEL.ROI_HEADS.NUM_CLASSES", "1",
+                                 "DATASETS.TRAIN", '("rel_difficult_only",)', *opts], read_weights=False)
+        return {d["image_id"]: len(d["annotations"]) for d in train_dataset_dicts(cfg)}
+
+    with caplog.at_level(logging.INFO, logger="detection.engine.data"):
+        assert dicts() == {2: 1, 4: 1}  # 1: no objects; 3: only a difficult one, dropped after the drop
+    assert "2 difficult objects are not training targets" in caplog.text
+    assert dicts("DATALOADER.VOC_TRAIN_DIFFICULT", "True") == {2: 1, 3: 1, 4: 2}
+    assert dicts("DATALOADER.FILTER_EMPTY_ANNOTATIONS", "False") == {1: 0, 2: 1, 3: 0, 4: 1}
     DatasetCatalog.register("rel_empty_dataset", lambda: [])
     with pytest.raises(AssertionError, match="rel_empty_dataset"):
-        get_detection_dataset_dicts(["rel_empty_dataset"])
+        dicts("DATASETS.TRAIN", '("rel_empty_dataset",)')
 
 
 def test_detector_checkpoint_with_other_num_classes_loads_the_rest_with_a_warning(tmp_path, caplog):
@@ -232,3 +242,33 @@ def test_detector_checkpoint_with_other_num_classes_loads_the_rest_with_a_warnin
         BackbonesCheckpointer(m20).load(str(tmp_path / "coco.pth"))
     assert "roi_heads.box_predictor.cls_score.weight" in caplog.text  # skipped: incompatible shapes
     assert torch.equal(m20.backbone.res4[0].conv1.weight, m80.backbone.res4[0].conv1.weight)
+
+
+def test_a_preemption_signal_during_a_checkpoint_write_is_handled_after_it(tmp_path):
+    """submitit's handler checkpoints and exits; run inside torch.save it broke the zip ("unexpected pos") and the
+    job failed instead of requeueing. atomic_write defers it: the file is complete, then the handler runs."""
+    from backbones.checkpoint_io import atomic_write, read_checkpoint
+
+    calls = []
+
+    def handler(signum, frame):
+        calls.append(signum)
+        raise SystemExit(144)  # what submitit's local requeue does
+
+    previous = signal.signal(signal.SIGUSR2, handler)
+    path = tmp_path / "model.pth"
+
+    def write(f):
+        torch.save({"w": torch.ones(1000)}, f)
+        os.kill(os.getpid(), signal.SIGUSR2)  # arrives mid-write
+        f.write(b"")  # more work after the signal: a Python-level handler would have run by now
+        assert not calls
+
+    try:
+        with pytest.raises(SystemExit):
+            atomic_write(path, write)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert calls == [signal.SIGUSR2]
+    assert torch.equal(read_checkpoint(path)["w"], torch.ones(1000))  # complete, renamed into place
+    assert signal.getsignal(signal.SIGUSR2) is previous

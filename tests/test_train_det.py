@@ -74,7 +74,7 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path):
+def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path, no_slurm):
     """A real submitit executor (cluster='local'): after the first checkpoint the task gets USR2, as Slurm sends
     on preemption; checkpoint() resubmits with --resume and the requeued job finishes from the checkpoint."""
     import signal
@@ -107,7 +107,7 @@ def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path):
     assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 30
 
 
-def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path):
+def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path, no_slurm):
     """Each allocation times out (the signal comes 55 s before a 1-minute limit); after --max-requeues requeues
     the job stops with a message saying why."""
     from detection.engine.train_net import run

@@ -149,15 +149,15 @@ def bench_backbone(repeats: int) -> dict:
 # ---- detector vs Detectron2 -----------------------------------------------------------------------------------------
 
 def _det_cfgs():
-    from detectron2 import model_zoo
     from detectron2.config import get_cfg
 
     from detection import get_detection_cfg
+    from detection.compat import detectron2_config_file
 
     ours = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_101_C4.yaml",
                              ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu"])
     d2 = get_cfg()
-    d2.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_101_C4_3x.yaml"))
+    d2.merge_from_file(detectron2_config_file("COCO-Detection/faster_rcnn_R_101_C4_3x.yaml"))
     d2.MODEL.WEIGHTS, d2.MODEL.DEVICE = "", "cpu"
     # Detectron2's detector with ours's settings (they differ from its zoo config; the network is the same)
     d2.MODEL.ANCHOR_GENERATOR.SIZES = [list(ours.MODEL.ANCHOR_GENERATOR.SIZES[0])]
@@ -384,7 +384,7 @@ def _detect_iteration_fn(config: str, name: str, pretrained: bool, current: bool
     model = _calibrated(model) if pretrained else model
     model.train()
     opt = (build_optimizer if current else d2_build_optimizer)(cfg, model)
-    batches = iter(build_train_loader(cfg)[0])
+    batches = iter(build_train_loader(cfg))
 
     def run():  # what SimpleTrainer.run_step does: data, forward, backward, optimizer step
         with EventStorage(0):
@@ -498,7 +498,7 @@ def bench_loader(repeats: int) -> dict:
                              "configs/Embedded-Detection/smoke.yaml"],
                             ["MODEL.DEVICE", "cpu", "DATALOADER.NUM_WORKERS", "2", "SOLVER.IMS_PER_BATCH", "2",
                              "INPUT.MIN_SIZE_TRAIN", "(600,)", "INPUT.MAX_SIZE_TRAIN", "1000"])
-    loader, _ = build_train_loader(cfg)
+    loader = build_train_loader(cfg)
     it = iter(loader)
     next(it)
     n_batches = 20

@@ -144,6 +144,27 @@ def patch_tree(root: Path) -> int:
     return len(texts)
 
 
+_PROJECTS_END = (
+    '    "detectron2.projects.panoptic_deeplab": "projects/Panoptic-DeepLab/panoptic_deeplab",\n'
+    "}\n"
+)
+_PROJECTS_FILTER = "PROJECTS = {k: v for k, v in PROJECTS.items() if path.isdir(v)}  # a snapshot without projects/\n"
+
+
+def drop_missing_projects(root: Path) -> bool:
+    """A source tree (not the 0.6 sdist) is built as it is, but for one thing: a snapshot without `projects/` (the
+    vendored main archive) cannot run its setup.py, which lists three project packages by path. Returns True when
+    it edited setup.py to list only the projects present; a git checkout has them and is left untouched."""
+    setup_py = Path(root) / "setup.py"
+    text = setup_py.read_text(encoding="utf-8")
+    if _PROJECTS_FILTER in text or (Path(root) / "projects").is_dir():
+        return False
+    if text.count(_PROJECTS_END) != 1:
+        raise PatchError(f"{setup_py}: no PROJECTS mapping as in Detectron2 main, and no projects/ directory")
+    setup_py.write_text(text.replace(_PROJECTS_END, _PROJECTS_END + _PROJECTS_FILTER), encoding="utf-8")
+    return True
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)

@@ -30,7 +30,8 @@ from detectron2.utils import comm
 from classification.data.images import ImageReadError, open_image
 from classification.data.sampling import ResumableSampler, SeededSamples
 
-__all__ = ["ImageReadError", "read_image", "DetectionMapper", "build_train_loader", "build_test_loader"]
+__all__ = ["ImageReadError", "read_image", "DetectionMapper", "ResumableTrainLoader", "train_dataset_dicts",
+           "build_train_loader", "build_test_loader"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +88,33 @@ def check_num_classes(dicts: list[dict], cfg) -> None:
                          f"MODEL.ROI_HEADS.NUM_CLASSES {top + 1}")
 
 
-def build_train_loader(cfg):
-    """(loader, sampler): Detectron2's batching on a resumable, per-sample-seeded stream."""
+class ResumableTrainLoader:
+    """Detectron2's training loader over a ResumableSampler, started lazily so that a resume can move it.
+
+    Its iterator creates the real one (worker processes, prefetching) on the first `next()`, not on `iter()`:
+    Detectron2 0.6's SimpleTrainer calls `iter(data_loader)` in its constructor and main creates it on first use,
+    and with this the trainer positions the stream (`set_start`) before either, without touching the trainer's
+    private iterator.
+    """
+
+    def __init__(self, loader, sampler: ResumableSampler):
+        self.loader, self.sampler = loader, sampler
+        self._started = False
+
+    def set_start(self, sample_position: int) -> None:
+        if self._started:
+            raise RuntimeError("the training stream has started; set its start before the first iteration")
+        self.sampler.set_start(sample_position)
+
+    def __iter__(self):
+        self._started = True  # runs on the first next(): a generator's body waits for it
+        yield from self.loader
+
+
+def train_dataset_dicts(cfg) -> list[dict]:
+    """The training images: VOC-difficult objects dropped (unless DATALOADER.VOC_TRAIN_DIFFICULT), and only then
+    the images left without a usable object (DATALOADER.FILTER_EMPTY_ANNOTATIONS), so that an image whose objects
+    are all difficult goes too; Detectron2 would filter before the drop and keep it as an empty image."""
     dicts = get_detection_dataset_dicts(cfg.DATASETS.TRAIN, filter_empty=False, min_keypoints=0,
                                         proposal_files=None)
     if not cfg.DATALOADER.VOC_TRAIN_DIFFICULT:
@@ -96,13 +122,19 @@ def build_train_loader(cfg):
     if cfg.DATALOADER.FILTER_EMPTY_ANNOTATIONS and dicts and "annotations" in dicts[0]:  # after the drop
         dicts = filter_images_with_only_crowd_annotations(dicts)
     check_num_classes(dicts, cfg)
+    return dicts
+
+
+def build_train_loader(cfg) -> ResumableTrainLoader:
+    """Detectron2's batching on a resumable, per-sample-seeded stream."""
+    dicts = train_dataset_dicts(cfg)
     seed = cfg.SEED if cfg.SEED >= 0 else 0
     sampler = ResumableSampler(len(dicts), seed=seed, rank=comm.get_rank(), world_size=comm.get_world_size())
     loader = build_detection_train_loader(
         SeededSamples(DatasetFromList(dicts, copy=False), seed), mapper=DetectionMapper(cfg, True), sampler=sampler,
         total_batch_size=cfg.SOLVER.IMS_PER_BATCH, aspect_ratio_grouping=cfg.DATALOADER.ASPECT_RATIO_GROUPING,
         num_workers=cfg.DATALOADER.NUM_WORKERS)
-    return loader, sampler
+    return ResumableTrainLoader(loader, sampler)
 
 
 def build_test_loader(cfg, dataset_name: str):

@@ -31,9 +31,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .main_job_results import generated_notes, job_results, nested_spread, summary_lines
-from .stages import REPO, STAGE_FILE, Estimator, Stage, StageConflict, run_graph
+from .stages import REPO, STAGE_FILE, Estimator, JobStage, StageConflict, run_graph
 
-__all__ = ["MainJobPlan", "Stage", "StageConflict", "plan_stages", "main", "chance_ap", "nested_spread",
+__all__ = ["MainJobPlan", "JobStage", "StageConflict", "plan_stages", "main", "chance_ap", "nested_spread",
            "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK", "STAGE_FILE"]
 
 ARCH_CONFIGS = {"vgg": REPO / "configs" / "COCO-Detection" / "faster_rcnn_vgg16.yaml",
@@ -116,13 +116,13 @@ class MainJobPlan:
 QUICK = {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400}
 
 
-def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
+def plan_stages(plan: MainJobPlan, out: Path) -> list[JobStage]:
     stages = []
     p_iters = plan.pretrain_iterations()
     for model in plan.backbones:
         for ps in plan.pretrain_seeds:
             d = out / "pretrain" / f"{model}_p{ps}"
-            stages.append(Stage(f"pretrain {model} x{plan.width:g}, seed {ps} ({p_iters} iterations of "
+            stages.append(JobStage(f"pretrain {model} x{plan.width:g}, seed {ps} ({p_iters} iterations of "
                                 f"{plan.pretrain_batch}, {plan.pretrain_image_size} px)", d,
                                 plan.pretrain_args(model, ps, d), "pretrain", model, "", p_iters, pretrain_seed=ps))
     n = plan.detect_iterations
@@ -131,13 +131,13 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
             weights = out / "pretrain" / f"{model}_p{ps}" / "model_final.pth"
             for ds in plan.detect_seeds:
                 d = out / "detect" / f"{model}_p{ps}_d{ds}"
-                stages.append(Stage(f"Faster R-CNN {model}, pretraining seed {ps}, detection seed {ds}", d,
+                stages.append(JobStage(f"Faster R-CNN {model}, pretraining seed {ps}, detection seed {ds}", d,
                                     plan.detect_args(model, weights, ds, d), "detect", model, "pretrained", n,
                                     f"{model}_pretrained", [weights.parent], ps, ds))
     for model in plan.scratch:
         ds = plan.detect_seeds[0]
         d = out / "detect" / f"{model}_scratch_d{ds}"
-        stages.append(Stage(f"Faster R-CNN {model} from scratch (control), detection seed {ds}", d,
+        stages.append(JobStage(f"Faster R-CNN {model} from scratch (control), detection seed {ds}", d,
                             plan.detect_args(model, None, ds, d), "detect", model, "scratch", n, f"{model}_scratch",
                             detect_seed=ds))
     return stages
@@ -204,7 +204,7 @@ def _detect_step_seconds(plan: MainJobPlan, model: str, init: str) -> float:
     net = build_model(cfg)
     net.train()
     opt = build_optimizer(cfg, net)
-    loader, _ = build_train_loader(cfg)
+    loader = build_train_loader(cfg)
     batches = iter(loader)
 
     def step():

@@ -20,12 +20,12 @@ from collections import OrderedDict
 
 import torch
 from detectron2.engine import AMPTrainer, DefaultTrainer, SimpleTrainer, hooks
+from detectron2.engine.defaults import create_ddp_model as d2_create_ddp_model
 from detectron2.engine.train_loop import TrainerBase
 from detectron2.evaluation import inference_on_dataset
 from detectron2.utils import comm
 from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter, get_event_storage
 from detectron2.utils.logger import setup_logger
-from torch.nn.parallel import DistributedDataParallel
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
@@ -41,12 +41,9 @@ logger = logging.getLogger("detection.engine")
 
 
 def create_ddp_model(model: torch.nn.Module) -> torch.nn.Module:
-    """DDP when there is more than one process; GPU ids only for CUDA models."""
-    if comm.get_world_size() == 1:
-        return model
+    """Detectron2's create_ddp_model, told that a CPU model has no device ids (it defaults to the local GPU)."""
     on_cuda = next(model.parameters()).is_cuda
-    kwargs = {"device_ids": [comm.get_local_rank()]} if on_cuda else {}
-    return DistributedDataParallel(model, broadcast_buffers=False, **kwargs)
+    return d2_create_ddp_model(model, broadcast_buffers=False, **({} if on_cuda else {"device_ids": None}))
 
 
 class ProgressBar(hooks.HookBase):
@@ -117,7 +114,7 @@ class Trainer(DefaultTrainer):
         cfg = DefaultTrainer.auto_scale_workers(cfg, comm.get_world_size())
         model = self.build_model(cfg)
         optimizer = self.build_optimizer(cfg, model)
-        data_loader, self._sampler = build_train_loader(cfg)
+        data_loader = self.build_train_loader(cfg)
         model = create_ddp_model(model)
         use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
         self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
@@ -135,8 +132,7 @@ class Trainer(DefaultTrainer):
     def resume_or_load(self, resume: bool = True):
         super().resume_or_load(resume=resume)
         if self.start_iter:  # continue the sample stream where the checkpointed run was, not from its start
-            self._sampler.set_start(self.start_iter * self.cfg.SOLVER.IMS_PER_BATCH)
-            self._trainer._data_loader_iter = iter(self._trainer.data_loader)
+            self._trainer.data_loader.set_start(self.start_iter * self.cfg.SOLVER.IMS_PER_BATCH)
 
     @classmethod
     def build_optimizer(cls, cfg, model):
@@ -144,7 +140,7 @@ class Trainer(DefaultTrainer):
 
     @classmethod
     def build_train_loader(cls, cfg):
-        return build_train_loader(cfg)[0]
+        return build_train_loader(cfg)
 
     @classmethod
     def build_test_loader(cls, cfg, dataset_name):
@@ -160,13 +156,14 @@ class Trainer(DefaultTrainer):
                                      f"logged iteration: {latest}. The last good checkpoint is {last}.") from None
 
     # --- checkpoint contents: include the optimizer (and AMP scaler) state --------------------------------------
+    # (Detectron2 main does the same in DefaultTrainer; written against TrainerBase so both versions load it once.)
     def state_dict(self):
-        ret = super().state_dict()
+        ret = TrainerBase.state_dict(self)
         ret["_trainer"] = self._trainer.state_dict()
         return ret
 
     def load_state_dict(self, state_dict):
-        super().load_state_dict(state_dict)
+        TrainerBase.load_state_dict(self, state_dict)
         if "_trainer" in state_dict:
             self._trainer.load_state_dict(state_dict["_trainer"])
 
