@@ -44,6 +44,9 @@ def add_backbones_config(cfg: CN) -> CN:
     # py-faster-rcnn's USE_DIFF False: VOC objects marked difficult are dropped from the training targets (they
     # stay in the ground truth of evaluation, where VOC AP ignores them).
     cfg.DATALOADER.VOC_TRAIN_DIFFICULT = False
+    # With MODEL.PROPOSAL_GENERATOR.NAME "BackbonesRPN": label RPN anchors as py-faster-rcnn does (match ground
+    # truth among the anchors inside the image only); False = Detectron2's rule (match all, then ignore outside).
+    cfg.MODEL.RPN.MATCH_INSIDE_ONLY = False
     cfg.EVAL = CN()
     cfg.EVAL.COCO_BACKEND = "faster_coco_eval"  # or "pycocotools" (official, ~8x slower, same numbers)
     return cfg

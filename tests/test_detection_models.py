@@ -126,7 +126,9 @@ def test_vgg16_detector_layout():
     assert model.backbone.output_shape()["conv5"].stride == 16
     head = model.roi_heads.box_head
     assert isinstance(head, VGGFC67Head) and head.fc6.in_features == 512 * 7 * 7 and head.fc7.out_features == 4096
-    assert head.dropout.p == 0.5
+    assert head.dropout.p == 0.0  # py-faster-rcnn's COCO VGG-16 prototxt has no drop6 / drop7
+    voc = build_model(tiny_cfg("configs/PascalVOC-Detection/faster_rcnn_vgg16.yaml"))
+    assert voc.roi_heads.box_head.dropout.p == 0.5  # its PASCAL VOC prototxt has them (0.5)
     frozen = {n.split(".")[0] for n, p in model.backbone.named_parameters() if not p.requires_grad}
     assert frozen == {"conv1", "conv2"}  # conv1_x, conv2_x: lr_mult 0 in py-faster-rcnn
     assert model.proposal_generator.rpn_head.conv.out_channels == 512  # rpn_conv/3x3: 512
@@ -142,12 +144,13 @@ def test_frozen_bn_by_default_in_c4():
 
 def test_r50_c4_matches_detectron2_builtin():
     """Same weights -> same trunk features and res5 head output as Detectron2's own R-50-C4 (stride_in_1x1)."""
-    from detectron2 import model_zoo
     from detectron2.config import get_cfg
+
+    from detection.compat import detectron2_config_file
 
     torch.manual_seed(0)
     d2_cfg = get_cfg()
-    d2_cfg.merge_from_file(model_zoo.get_config_file("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml"))
+    d2_cfg.merge_from_file(detectron2_config_file("COCO-Detection/faster_rcnn_R_50_C4_1x.yaml"))
     d2_cfg.MODEL.DEVICE = "cpu"
     d2_cfg.MODEL.ANCHOR_GENERATOR.SIZES = [[64, 128, 256, 512]]  # py-faster-rcnn's COCO scales, as our configs
     d2_cfg.MODEL.ROI_BOX_HEAD.POOLER_TYPE = "ROIPool"  # the paper's RoI pooling, as our configs
@@ -311,5 +314,45 @@ def test_folded_frozen_bn_gives_the_same_losses_and_gradients(config):
     for k, v in runs[False][0].items():
         assert runs[True][0][k] == pytest.approx(v, rel=1e-4, abs=1e-6), k
     assert set(runs[True][1]) == set(runs[False][1]) and runs[True][1]
+    # Max pooling (VGG's pools, RoI max pooling) routes a gradient to the argmax, which a rounding difference can
+    # move between near-tied inputs: one layer may differ by a few 1e-3 of its norm, the whole gradient by less.
+    folded, apart = (torch.cat([r[1][k].flatten() for k in sorted(runs[False][1])]) for r in (runs[True], runs[False]))
+    assert (folded - apart).norm() <= 1e-3 * apart.norm()
     for k, g in runs[False][1].items():
-        assert (runs[True][1][k] - g).norm() <= 1e-3 * g.norm() + 1e-7, k
+        assert (runs[True][1][k] - g).norm() <= 1e-2 * g.norm() + 1e-7, k
+
+
+def test_rpn_matches_among_inside_anchors_as_py_faster_rcnn():
+    """A hand-built image where the rules differ: the ground truth's best anchor crosses the border. Detectron2
+    matches all anchors and then ignores the outside one, leaving the box without a positive; py-faster-rcnn
+    (MATCH_INSIDE_ONLY, the paper configs) matches among inside anchors and makes the best inside one positive."""
+    from detection.modeling import BackbonesRPN
+
+    rpn = build_model(tiny_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml")).proposal_generator
+    assert isinstance(rpn, BackbonesRPN) and rpn.match_inside_only and rpn.anchor_boundary_thresh == 0
+    anchors = [Boxes(torch.tensor([[-5.0, -5.0, 30.0, 30.0],    # crosses the border; IoU 0.73 with the box
+                                   [0.0, 0.0, 20.0, 20.0],      # inside; IoU 0.44: the best inside anchor
+                                   [60.0, 60.0, 90.0, 90.0]]))]  # inside, far away: background
+    gt = [Instances((100, 100), gt_boxes=Boxes(torch.tensor([[0.0, 0.0, 30.0, 30.0]])),
+                    gt_classes=torch.tensor([0]))]
+    labels, matched = rpn.label_and_sample_anchors(anchors, gt)
+    assert labels[0].tolist() == [-1, 1, 0]  # py-faster-rcnn: the best inside anchor is the box's positive
+    assert matched[0][1].tolist() == [0.0, 0.0, 30.0, 30.0]
+    rpn.match_inside_only = False
+    labels, _ = rpn.label_and_sample_anchors(anchors, gt)
+    assert labels[0].tolist() == [-1, -1, 0]  # Detectron2: the positive went to the outside anchor, then ignored
+    rpn.anchor_boundary_thresh = -1  # no anchor is outside: both rules are Detectron2's
+    rpn.match_inside_only = True
+    labels, _ = rpn.label_and_sample_anchors(anchors, gt)
+    assert labels[0].tolist() == [1, -1, 0]
+    empty = [Instances((100, 100), gt_boxes=Boxes(torch.zeros(0, 4)), gt_classes=torch.zeros(0, dtype=torch.long))]
+    rpn.anchor_boundary_thresh = 0
+    labels, matched = rpn.label_and_sample_anchors(anchors, empty)  # an image without objects: all background
+    assert labels[0].tolist() == [-1, 0, 0] and not matched[0].any()
+
+
+def test_paper_configs_use_the_py_faster_rcnn_anchor_rules():
+    for path in CONFIGS:
+        cfg = tiny_cfg(path)
+        assert cfg.MODEL.PROPOSAL_GENERATOR.NAME == "BackbonesRPN" and cfg.MODEL.RPN.MATCH_INSIDE_ONLY, path
+        assert cfg.MODEL.ANCHOR_GENERATOR.OFFSET == 0.5, path
