@@ -36,7 +36,8 @@ __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_st
            "read_weights", "meta_for_format", "WeightsMeta"]
 
 CLASSIFIER_PREFIX = "fc."
-_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "stride_in_1x1", "width")
+# (stride_in_1x1 must match too, but is checked from WeightsMeta.stride_in_1x1, which every format sets, not arch)
+_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "width")
 # Architecture keys added after checkpoints were first written: an older file without the key has this value.
 _ARCH_DEFAULTS = {"width": 1.0}
 
@@ -125,8 +126,6 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
                    f"{arch['stride_in_1x1']}; same shapes, different network")
     theirs = {**_ARCH_DEFAULTS, **meta.arch} if meta.arch else {}
     for key in _ARCH_KEYS_THAT_MUST_MATCH:
-        if key == "stride_in_1x1":
-            continue
         if key in theirs and key in arch and theirs[key] != arch[key]:
             out.append(f"{key}: weights are for {theirs[key]!r}, model is {arch[key]!r}")
     return out

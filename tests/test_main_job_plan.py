@@ -172,12 +172,12 @@ def test_fresh_deletes_only_what_the_job_made(tmp_path):
 
 
 def test_a_failed_stage_stops_the_graph_and_names_its_log(tmp_path):
-    from detection.engine.main_job import Estimator, Stage, run_graph
+    from detection.engine.main_job import Estimator, JobStage, run_graph
 
     script = tmp_path / "fail.py"
     script.write_text("import sys; print('boom: the reason'); sys.exit(3)\n")
-    a = Stage("stage a", tmp_path / "a", [str(script)], "detect", "m", "scratch", 1)
-    b = Stage("stage b", tmp_path / "b", [str(script)], "detect", "m", "scratch", 1, deps=[tmp_path / "a"])
+    a = JobStage("stage a", tmp_path / "a", [str(script)], "detect", "m", "scratch", 1)
+    b = JobStage("stage b", tmp_path / "b", [str(script)], "detect", "m", "scratch", 1, deps=[tmp_path / "a"])
     lines = []
     with pytest.raises(RuntimeError, match="stage a \\(exit 3\\)") as err:
         run_graph([a, b], 2, 1, Estimator({}, 2), lines.append)

@@ -273,3 +273,20 @@ def test_report_cli_errors(tmp_path):
     make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG)
     proc = run_tool("tools/report.py", tmp_path / "vgg", "--output-dir", tmp_path / "out", "--baseline", "nope")
     assert proc.returncode != 0 and "--baseline 'nope' names no run" in proc.stderr
+
+
+def test_the_gmacs_column_uses_the_backbone_the_run_recorded():
+    """Stride placement changes the count: a run on torchvision weights (stride in the 3x3) is not reported with
+    MSRA-placement FLOPs."""
+    from detection.report.writer import run_gmacs
+
+    def config(**backbones):
+        base = {"NAME": "resnet50", "WIDTH": 1.0, "NORM": "FrozenBN", "FREEZE_AT": 2, "STRIDE_IN_1X1": True,
+                "PREACT": False, "SHORTCUT": "", "FC_DROPOUT": 0.5, "STRICT_LOAD": True}
+        return {"MODEL": {"BACKBONES": {**base, **backbones}}}
+
+    msra, v15 = run_gmacs(config()), run_gmacs(config(STRIDE_IN_1X1=False))
+    assert msra == pytest.approx(3.9, abs=0.15)  # paper Table 1: 3.8 x 10^9 (ours counts the fc too)
+    assert v15 > msra * 1.03  # the 3x3 at full resolution before the stride: more work
+    assert run_gmacs(config(WIDTH=0.5)) < msra / 3
+    assert run_gmacs(config(NAME="not_a_model")) is None and run_gmacs({}) is None

@@ -32,9 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--model", help="model name (backbones.list_models()); inferred when omitted")
-    ap.add_argument("--model-option", "--option", dest="option", action="append", type=parse_option, default=[],
-                    metavar="KEY=VALUE", help="model option, e.g. stride_in_1x1=False (repeatable; --option: the "
-                                              "old spelling, kept for one release)")
+    ap.add_argument("--model-option", dest="option", action="append", type=parse_option, default=[],
+                    metavar="KEY=VALUE", help="model option, e.g. stride_in_1x1=False (repeatable)")
     ap.add_argument("--drop-classifier", action="store_true", help="do not convert the classifier (fc)")
     args = ap.parse_args(argv)
     try:

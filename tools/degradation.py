@@ -32,8 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layer-responses", action="store_true", help="also plot Fig. 7 for the trained models")
-    ap.add_argument("--output-dir", "--out", dest="out", default="output/degradation",
-                    help="runs, curves and table (--out: the old spelling, kept for one release)")
+    ap.add_argument("--output-dir", dest="out", default="output/degradation", help="runs, curves and table")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "cifar10", "embedded"])
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--max-images", type=int, default=2000)
-    ap.add_argument("--output", "--out", dest="out", default="layer_responses.png",
-                    help="the plot (PNG); --out: the old spelling, kept for one release")
+    ap.add_argument("--output", dest="out", default="layer_responses.png", help="the plot (PNG)")
     args = ap.parse_args(argv)
     _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
     results = {}

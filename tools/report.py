@@ -20,8 +20,8 @@ from detection.report import write_report
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    ap.add_argument("--output-dir", "--out", dest="output_dir", default="output/report",
-                    help="report directory (default: output/report; --out: the old spelling, kept for one release)")
+    ap.add_argument("--output-dir", dest="output_dir", default="output/report",
+                    help="report directory (default: output/report)")
     ap.add_argument("--baseline", default=None, help="run name for the deltas (default: the VGG-16 run)")
     ap.add_argument("--names", nargs="+", default=None, help="display names, one per RUN_DIR")
     ap.add_argument("--title", default="Detection transfer benchmark")

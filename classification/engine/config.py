@@ -137,10 +137,6 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         else:
             base = next((a for a in typing.get_args(tp) if a is not type(None)), tp)  # X | None -> X
             g.add_argument(flag, type=base, default=default, choices=f.metadata.get("choices"), **kw)
-    # earlier spellings, kept working
-    g.add_argument("--ten-crop", dest="test_mode", action="store_const", const="ten-crop",
-                   help="= --test-mode ten-crop")
-    g.add_argument("--skip-corrupt", dest="on_error", action="store_const", const="skip", help="= --on-error skip")
     return parser
 
 

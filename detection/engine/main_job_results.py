@@ -9,7 +9,7 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from .stages import Stage
+from .stages import JobStage
 
 if TYPE_CHECKING:
     from .main_job import MainJobPlan
@@ -39,7 +39,7 @@ def _pm(stat: dict | None, nd: int = 1, unit: str = "") -> str:
     return f"{stat['mean']:.{nd}f}{sd}{unit} (n={stat['n']})"
 
 
-def job_results(stages: list[Stage], plan: MainJobPlan) -> dict:
+def job_results(stages: list[JobStage], plan: MainJobPlan) -> dict:
     """Everything the summary and the notes say, as numbers read from the runs: per backbone the pretraining error
     over seeds, per detection group AP / AP50 / APs/m/l with nested spreads, gains over scratch, backbone deltas."""
     from ..report.groups import spread_verdict

@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Stage", "StageConflict", "Estimator", "run_graph", "prune_checkpoints", "STAGE_FILE", "REPO"]
+__all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "prune_checkpoints", "STAGE_FILE", "REPO"]
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_FILE = "main_job_stage.json"
 
 
 @dataclass
-class Stage:
+class JobStage:
     title: str
     out: Path
     argv: list[str]  # a tool's command line, run with this interpreter
@@ -56,11 +56,11 @@ class StageConflict(RuntimeError):
     """A stage directory holds a run made with other settings."""
 
 
-def _record(stage: Stage, threads: int) -> dict:
+def _record(stage: JobStage, threads: int) -> dict:
     return {"argv": stage.argv, "threads": threads}
 
 
-def _check_stage(stage: Stage, threads: int) -> bool:
+def _check_stage(stage: JobStage, threads: int) -> bool:
     """True if the stage is finished with these settings; raises StageConflict if its directory holds another's."""
     if not stage.out.exists():
         return False
@@ -99,7 +99,7 @@ class Estimator:
         self.measured: dict[tuple, list[float]] = {}
         self.overhead: list[float] = []
 
-    def observe(self, stage: Stage, wall: float | None = None) -> None:
+    def observe(self, stage: JobStage, wall: float | None = None) -> None:
         from classification.engine.progress import read_progress
 
         prog = read_progress(stage.out)
@@ -109,15 +109,15 @@ class Estimator:
             if wall is not None and prog["start_iteration"] == 1:
                 self.overhead.append(max(0.0, wall - rate * stage.iterations))
 
-    def rate(self, stage: Stage) -> float:
+    def rate(self, stage: JobStage) -> float:
         m = self.measured.get(stage.rate_key)
         return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
 
-    def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
+    def stage_seconds(self, stage: JobStage, done_fraction: float = 0.0) -> float:
         over = statistics.median(self.overhead) if self.overhead else 15.0
         return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
 
-    def remaining_minutes(self, pending: list[Stage], running: list[Stage]) -> float:
+    def remaining_minutes(self, pending: list[JobStage], running: list[JobStage]) -> float:
         from classification.engine.progress import read_progress
 
         total = sum(self.stage_seconds(s) for s in pending)
@@ -145,7 +145,7 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join("    " + ln for ln in lines[-n:])
 
 
-def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
+def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
     """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
     naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
     finished = {s.out for s in stages if _check_stage(s, threads)}
@@ -153,7 +153,7 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
         if s.out in finished:
             log(f"[main job] reused: {s.title} ({s.out})")
     pending = [s for s in stages if s.out not in finished]
-    running: dict[Path, tuple[Stage, subprocess.Popen, float, object]] = {}
+    running: dict[Path, tuple[JobStage, subprocess.Popen, float, object]] = {}
     failed: list[str] = []
     last_report = 0.0
     try:

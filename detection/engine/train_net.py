@@ -43,8 +43,6 @@ def build_parser(description: str = "Faster R-CNN with backbones from `backbones
     p.add_argument("--voc-classes", default=None, metavar="CLASS,CLASS,...",
                    help="class names of every --dataset-voc (default: PASCAL VOC's 20 for VOC* directories, else "
                         "the classes found in the split's annotations)")
-    p.add_argument("--default-benchmark", action="store_true",
-                   help="deprecated alias of tools/main_job.py (the README's main job); removed in the next release")
     p.add_argument("opts", nargs=argparse.REMAINDER, default=[],
                    help="KEY VALUE config overrides (last, after every --flag)")
     add_launch_arguments(p)
@@ -142,10 +140,6 @@ def run(argv: list[str] | None = None):
     or hostile file, an unknown key, unusable weights or images, ...) print one line naming the problem; the
     traceback goes to OUTPUT_DIR/log.txt and, with --debug, to the terminal."""
     args = build_parser().parse_args(argv)
-    if args.default_benchmark:
-        from .main_job import main as main_job
-
-        raise SystemExit(main_job([]))
     with user_errors(args.debug):
         if args.slurm:
             # The submitting host only needs OUTPUT_DIR: the weights are read on the cluster, not here.
