@@ -29,11 +29,12 @@ from .weight_formats import (
     WeightsMeta,
     convert_state_dict,
     detect_format,
+    is_detector_checkpoint,
     unwrap_checkpoint,
 )
 
 __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
-           "read_weights", "meta_for_format", "WeightsMeta"]
+           "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta"]
 
 CLASSIFIER_PREFIX = "fc."
 # (stride_in_1x1 must match too, but is checked from WeightsMeta.stride_in_1x1, which every format sets, not arch)
@@ -109,11 +110,33 @@ def meta_for_format(fmt: str, container: Mapping[str, Any]) -> WeightsMeta:
     return KNOWN_META["detectron2"]
 
 
-def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsMeta]:
-    """Read a weights file safely: (state_dict in the file's own names, format, metadata)."""
+@dataclass
+class WeightsFile:
+    """A weights file as read: its tensors (in the file's own names), container, format and what the weights expect
+    of their inputs."""
+
+    state_dict: dict[str, Any]
+    container: dict[str, Any]
+    source_format: str
+    meta: WeightsMeta
+
+    @property
+    def is_detector(self) -> bool:
+        """A full detector checkpoint, rather than backbone weights (weight_formats.is_detector_checkpoint)."""
+        return self.source_format != "caffe2" and is_detector_checkpoint(self.state_dict)
+
+
+def read_weights_file(path: str | os.PathLike) -> WeightsFile:
+    """Read a weights file safely (read_checkpoint: no pickled code runs): the project's one weights reader."""
     sd, container = unwrap_checkpoint(read_checkpoint(path), str(path))
     fmt = detect_format(sd, container)
-    return sd, fmt, meta_for_format(fmt, container)
+    return WeightsFile(sd, container, fmt, meta_for_format(fmt, container))
+
+
+def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsMeta]:
+    """(state_dict in the file's own names, format, metadata) of read_weights_file."""
+    w = read_weights_file(path)
+    return w.state_dict, w.source_format, w.meta
 
 
 def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:

@@ -93,6 +93,16 @@ def unwrap_checkpoint(obj: Any, source: str) -> tuple[dict[str, Any], dict[str, 
     return dict(sd), container
 
 
+# Key prefixes of a Detectron2 detector's state dict (trunk, RPN, RoI heads): the one definition of "this file is a
+# detector checkpoint" (MSRA's Caffe2 blobs excepted: their names never start so).
+DETECTOR_KEY_PREFIXES = ("backbone.", "proposal_generator.", "roi_heads.")
+
+
+def is_detector_checkpoint(sd: Mapping[str, Any]) -> bool:
+    """A full detector checkpoint (keys named like a Detectron2 detector's), rather than backbone weights."""
+    return any(k.startswith(DETECTOR_KEY_PREFIXES) for k in sd)
+
+
 def detect_format(sd: Mapping[str, Any], container: Mapping[str, Any]) -> str:
     """One of: backbones, torchvision_resnet, torchvision_vgg, detectron2, caffe2."""
     meta = container.get("meta")
@@ -105,7 +115,7 @@ def detect_format(sd: Mapping[str, Any], container: Mapping[str, Any]) -> str:
         return "torchvision_vgg"
     if "conv1.weight" in keys and "bn1.weight" in keys:
         return "torchvision_resnet"  # also timm's resnet*: the same names
-    detector = any(k.startswith(("backbone.", "roi_heads.")) for k in keys)
+    detector = is_detector_checkpoint(keys)
     if not detector and "fc.weight" in keys and any(re.match(r"(stem|res\d)\.", k) for k in keys):
         return "backbones"  # a plain state_dict of ours: Detectron2's classifier is `linear` (or `stem.fc`)
     if detector or any(re.match(r"(stem\.(conv1|fc)|linear)\.", k) for k in keys):

@@ -14,45 +14,18 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from detectron2.checkpoint import DetectionCheckpointer
 
-from backbones.checkpoint_io import atomic_torch_save, atomic_write_text, read_checkpoint
-from backbones.pretrained import load_state_dict_into, meta_for_format
-from backbones.weight_formats import WeightsMeta, detect_format, unwrap_checkpoint
+from backbones.checkpoint_io import atomic_torch_save, atomic_write_text
+from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file
 
 __all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
 
 logger = logging.getLogger(__name__)
-
-# Keys only a detector checkpoint has; any of them marks a file as a full detector checkpoint.
-_DETECTOR_MARKERS = ("proposal_generator.", "roi_heads.box_predictor.", "backbone.")
-
-
-@dataclass
-class WeightsFile:
-    """A weights file as read: its tensors, container, format and what the weights expect of their inputs."""
-
-    state_dict: dict[str, Any]
-    container: dict[str, Any]
-    source_format: str
-    meta: WeightsMeta
-
-    @property
-    def is_detector(self) -> bool:
-        """A full detector checkpoint (keys named like a detector's), rather than backbone weights."""
-        return self.source_format != "caffe2" and any(k.startswith(_DETECTOR_MARKERS) for k in self.state_dict)
-
-
-def read_weights_file(path: str) -> WeightsFile:
-    sd, container = unwrap_checkpoint(read_checkpoint(path), path)
-    fmt = detect_format(sd, container)
-    return WeightsFile(sd, container, fmt, meta_for_format(fmt, container))
-
 
 def _tensors(sd: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v for k, v in sd.items()}

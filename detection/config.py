@@ -63,7 +63,7 @@ def apply_weights_conventions(cfg: CN) -> dict:
         return changes
     from detectron2.utils.file_io import PathManager
 
-    from .checkpoint import read_weights_file
+    from backbones.pretrained import read_weights_file
 
     try:
         path = PathManager.get_local_path(cfg.MODEL.WEIGHTS)  # downloads detectron2:// and https:// URLs once

@@ -229,3 +229,27 @@ def test_multi_scale_testing_is_reachable_from_the_config(tmp_path, monkeypatch)
     assert out["final"]["top1"] == 50.0
     with pytest.raises(ValueError, match="test_mode must be one of"):
         ClsConfig(test_mode="five-crop")
+
+
+def test_fashion_mnist_is_found_where_the_embedded_default_finds_it(tmp_path, monkeypatch):
+    """One location for Fashion-MNIST: the --dataset fashion-mnist loader's default is FASHION_MNIST_DIR, as for the
+    embedded default's object source (it used to read Debian's path whatever FASHION_MNIST_DIR said)."""
+    import gzip
+    import struct
+
+    from classification.data import objects
+    from classification.data.datasets import FashionMNIST
+
+    images = np.arange(3 * 28 * 28, dtype=np.uint8).reshape(3, 28, 28)
+    with gzip.open(tmp_path / "t10k-images-idx3-ubyte.gz", "wb") as f:
+        f.write(bytes([0, 0, 8, 3]) + struct.pack(">3I", 3, 28, 28) + images.tobytes())
+    with gzip.open(tmp_path / "t10k-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(bytes([0, 0, 8, 1]) + struct.pack(">I", 3) + bytes([4, 0, 9]))
+    monkeypatch.setattr(objects, "FASHION_MNIST_DIR", tmp_path)
+    ds = FashionMNIST(split="test")
+    assert len(ds) == 3 and [ds[i][1] for i in range(3)] == [4, 0, 9]
+    assert np.array_equal(np.asarray(ds[1][0])[2:30, 2:30, 0], images[1])  # padded to 32, 3 channels
+    assert objects.load_object_source("test").name == "fashion-mnist"
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(ValueError, match="t10k-labels-idx1-ubyte.gz: cannot read IDX file"):
+        FashionMNIST(split="test")

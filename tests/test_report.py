@@ -290,3 +290,15 @@ def test_the_gmacs_column_uses_the_backbone_the_run_recorded():
     assert v15 > msra * 1.03  # the 3x3 at full resolution before the stride: more work
     assert run_gmacs(config(WIDTH=0.5)) < msra / 3
     assert run_gmacs(config(NAME="not_a_model")) is None and run_gmacs({}) is None
+    assert run_gmacs({"MODEL": {"BACKBONES": {"NAME": "resnet50"}}}) == msra  # unrecorded keys: the defaults
+
+
+def test_report_json_holds_the_comparisons_as_numbers(tmp_path):
+    runs = [make_run(tmp_path, f"vgg_s{s}", "vgg16", coco={"AP": 20.0 + s, "AP50": 40.0}, seed=s) for s in (0, 1)]
+    runs += [make_run(tmp_path, f"r101_s{s}", "resnet101", coco={"AP": 26.0 + 2 * s, "AP50": 48.0}, seed=s)
+             for s in (0, 1)]
+    report = json.loads(write_report(runs, tmp_path / "report")["json"].read_text())
+    [cmp] = [c for c in report["tables"]["coco"]["comparisons"] if c["group"].startswith("r101")]
+    assert cmp["metric"] == "AP" and cmp["versus"].startswith("vgg")
+    assert cmp["delta"] == pytest.approx(27.0 - 20.5)
+    assert cmp["spread"] == pytest.approx((0.5 + 2.0) ** 0.5) and cmp["beyond_spread"] is True

@@ -19,9 +19,8 @@ from torch.utils.data import Dataset, default_collate
 
 from backbones.checkpoint_io import restricted_pickle_load
 
-from .idx import read_idx
 from .images import ImageReadError, open_image
-from .objects import FASHION_MNIST_CLASSES, load_object_source, paste_object, random_background
+from .objects import FASHION_MNIST_CLASSES, load_object_source, paste_object, random_background, read_fashion_mnist
 
 __all__ = ["ImageFolderDataset", "Cifar10", "FashionMNIST", "EmbeddedObjects",
            "collate_skipping", "SKIPPED", "IMAGE_EXTENSIONS"]
@@ -107,18 +106,13 @@ class Cifar10(_ArrayDataset):
 
 
 class FashionMNIST(_ArrayDataset):
-    """Fashion-MNIST IDX files (Debian's dataset-fashion-mnist installs them in /usr/share/datasets), 28x28 gray
-    padded to 32x32 and replicated to 3 channels so the CIFAR nets take it unchanged."""
+    """Fashion-MNIST IDX files (root: default objects.FASHION_MNIST_DIR), 28x28 gray padded to 32x32 and replicated
+    to 3 channels so the CIFAR nets take it unchanged."""
 
-    def __init__(self, root: str | os.PathLike = "/usr/share/datasets/fashion-mnist", split: str = "train",
-                 transform: Callable | None = None):
-        prefix = "train" if split == "train" else "t10k"
-        root = Path(root)
-        images = read_idx(root / f"{prefix}-images-idx3-ubyte.gz")
-        labels = read_idx(root / f"{prefix}-labels-idx1-ubyte.gz")
+    def __init__(self, root: str | os.PathLike | None = None, split: str = "train", transform: Callable | None = None):
+        images, labels = read_fashion_mnist("train" if split == "train" else "test", root)
         images = np.pad(images, ((0, 0), (2, 2), (2, 2)))
-        super().__init__(np.repeat(images[..., None], 3, axis=3), labels.astype(np.int64), FASHION_MNIST_CLASSES,
-                         transform)
+        super().__init__(np.repeat(images[..., None], 3, axis=3), labels, FASHION_MNIST_CLASSES, transform)
 
 
 class EmbeddedObjects(Dataset):

@@ -13,8 +13,8 @@ import numpy as np
 
 from .idx import read_idx
 
-__all__ = ["FASHION_MNIST_DIR", "FASHION_MNIST_CLASSES", "SHAPE_CLASSES", "ObjectSource", "load_object_source",
-           "random_background", "paste_object"]
+__all__ = ["FASHION_MNIST_DIR", "FASHION_MNIST_CLASSES", "SHAPE_CLASSES", "ObjectSource", "fashion_mnist_files",
+           "read_fashion_mnist", "load_object_source", "random_background", "paste_object"]
 
 FASHION_MNIST_DIR = Path(os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
 FASHION_MNIST_CLASSES = ("tshirt_top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker",
@@ -81,20 +81,32 @@ def _synthetic(split: str, per_class: int, seed: int) -> ObjectSource:
     return ObjectSource("synthetic-shapes", images, labels, SHAPE_CLASSES)
 
 
-def load_object_source(split: str = "train", *, prefer: str = "fashion-mnist", synthetic_per_class: int = 300,
-                       seed: int = 0) -> ObjectSource:
-    """Fashion-MNIST's `split` ("train" = 60k, "test" = 10k) if installed and preferred, else synthetic shapes."""
+def fashion_mnist_files(split: str, root: str | os.PathLike | None = None) -> tuple[Path, Path]:
+    """(images, labels) IDX files of Fashion-MNIST's `split` ("train" or "test") under `root` (default:
+    FASHION_MNIST_DIR, i.e. $FASHION_MNIST_DIR or Debian's /usr/share/datasets/fashion-mnist): the one place
+    that knows where and under which names."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     prefix = "train" if split == "train" else "t10k"
-    images_file = FASHION_MNIST_DIR / f"{prefix}-images-idx3-ubyte.gz"
-    labels_file = FASHION_MNIST_DIR / f"{prefix}-labels-idx1-ubyte.gz"
+    root = Path(root) if root is not None else FASHION_MNIST_DIR
+    return root / f"{prefix}-images-idx3-ubyte.gz", root / f"{prefix}-labels-idx1-ubyte.gz"
+
+
+def read_fashion_mnist(split: str, root: str | os.PathLike | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Fashion-MNIST's `split`: (N, 28, 28) uint8 images and their int64 labels; the counts must agree."""
+    images_file, labels_file = fashion_mnist_files(split, root)
+    images, labels = read_idx(images_file), read_idx(labels_file)
+    if len(images) != len(labels):
+        raise ValueError(f"{images_file} has {len(images)} images but {labels_file} {len(labels)} labels")
+    return np.asarray(images), np.asarray(labels, dtype=np.int64)
+
+
+def load_object_source(split: str = "train", *, prefer: str = "fashion-mnist", synthetic_per_class: int = 300,
+                       seed: int = 0) -> ObjectSource:
+    """Fashion-MNIST's `split` ("train" = 60k, "test" = 10k) if installed and preferred, else synthetic shapes."""
+    images_file, labels_file = fashion_mnist_files(split)
     if prefer == "fashion-mnist" and images_file.is_file() and labels_file.is_file():
-        images, labels = read_idx(images_file), read_idx(labels_file)
-        if len(images) != len(labels):
-            raise ValueError(f"{images_file} has {len(images)} images but {labels_file} {len(labels)} labels")
-        return ObjectSource("fashion-mnist", np.asarray(images), np.asarray(labels, dtype=np.int64),
-                            FASHION_MNIST_CLASSES)
+        return ObjectSource("fashion-mnist", *read_fashion_mnist(split), FASHION_MNIST_CLASSES)
     if prefer not in ("fashion-mnist", "synthetic"):
         raise ValueError(f"prefer must be 'fashion-mnist' or 'synthetic', got {prefer!r}")
     return _synthetic(split, synthetic_per_class, seed)

@@ -169,9 +169,9 @@ def ensure_embedded_dataset(root: str | os.PathLike | None = None, spec: Embedde
 
 def expected_source(spec: EmbeddedSpec) -> str:
     """The object source a generation with `spec` would use here (without generating anything)."""
-    from classification.data.objects import FASHION_MNIST_DIR
+    from classification.data.objects import fashion_mnist_files
 
-    has_fmnist = (FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file()
+    has_fmnist = all(f.is_file() for f in fashion_mnist_files("test"))
     return "fashion-mnist" if spec.source == "fashion-mnist" and has_fmnist else "synthetic-shapes"
 
 

@@ -131,12 +131,27 @@ def delta_with_spread(a: RunGroup, b: RunGroup, key: str) -> tuple[float | None,
     return ma - mb, spread_verdict(ma - mb, a.sd(key), b.sd(key))
 
 
+def difference_spread(sd_a: float | None, sd_b: float | None) -> float | None:
+    """sqrt(sd_a^2 + sd_b^2), the sd of a difference of two single runs; None when either sd is unknown (n=1)."""
+    return None if sd_a is None or sd_b is None else math.sqrt(sd_a**2 + sd_b**2)
+
+
 def spread_verdict(delta: float, sd_a: float | None, sd_b: float | None) -> str:
-    """"within / beyond seed spread (±s)" with s = sqrt(sd_a^2 + sd_b^2), the sd of a difference of two single runs."""
-    if sd_a is None or sd_b is None:
+    """"within / beyond seed spread (±s)", s = difference_spread(sd_a, sd_b)."""
+    spread = difference_spread(sd_a, sd_b)
+    if spread is None:
         return "n=1: seed spread unknown"
-    spread = math.sqrt(sd_a**2 + sd_b**2)
     return ("within seed spread" if abs(delta) <= spread else "beyond seed spread") + f" (±{spread:.2f})"
+
+
+def comparison(a: RunGroup, b: RunGroup, key: str) -> dict:
+    """a vs b on metric `key`, as numbers: {delta, spread, beyond_spread} (None where a value is unknown)."""
+    ma, mb = a.mean(key), b.mean(key)
+    if ma is None or mb is None or math.isnan(ma) or math.isnan(mb):
+        return {"metric": key, "versus": b.name, "delta": None, "spread": None, "beyond_spread": None}
+    spread = difference_spread(a.sd(key), b.sd(key))
+    return {"metric": key, "versus": b.name, "delta": ma - mb, "spread": spread,
+            "beyond_spread": None if spread is None else abs(ma - mb) > spread}
 
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:

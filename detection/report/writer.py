@@ -12,7 +12,7 @@ from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 
-from .groups import RunGroup, delta_with_spread, differing_keys, group_runs
+from .groups import RunGroup, comparison, delta_with_spread, differing_keys, group_runs
 from .panel import SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
@@ -31,16 +31,19 @@ def run_gmacs(config: dict) -> float | None:
 
 @cache
 def _gmacs(backbones_json: str) -> float | None:
-    from detectron2.config import CfgNode
+    from detectron2.config import get_cfg
 
     from backbones import complexity, create_model
 
+    from ..config import add_backbones_config
     from ..modeling.backbone import backbone_spec_from_cfg
 
+    cfg = add_backbones_config(get_cfg())  # keys a run did not record (an older config) take the defaults
+    cfg.MODEL.BACKBONES.update({k: v for k, v in json.loads(backbones_json).items() if k in cfg.MODEL.BACKBONES})
     try:
-        spec = backbone_spec_from_cfg(CfgNode({"MODEL": {"BACKBONES": json.loads(backbones_json)}}))
+        spec = backbone_spec_from_cfg(cfg)
         return complexity(create_model(spec.name, num_classes=1000, **spec.options)).gmacs
-    except (ValueError, TypeError, AttributeError, KeyError):  # not a backbones model, or an older config
+    except (ValueError, TypeError):  # not a backbones model name: no FLOPs column entry
         return None
 
 
@@ -251,7 +254,12 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
         sections_html.append(f"<h2>{label}</h2>{_html_table(head[:split], [r[:split] for r in rows])}"
                              f"<h3>Comparisons</h3>{comparisons}<p>{html.escape(text)}</p>")
-        table_json[kind] = {"columns": head, "rows": rows, "baseline": base.name if base else None}
+        main = "AP" if kind == "coco" else "AP50"
+        table_json[kind] = {
+            "columns": head, "rows": rows, "baseline": base.name if base else None,
+            # the table's comparisons as numbers, for programs (the rows above are formatted for reading)
+            "comparisons": [{"group": g.name, **comparison(g, other, main)} for g in group
+                            for other in (base, _scratch_control(g, group)) if other is not None and other is not g]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     conditions = _condition_notes(groups)
     sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {n}\n" for n in conditions))
