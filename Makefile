@@ -11,7 +11,8 @@ setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) --durations=15 tests
+	@bash tools/install_test_packages.sh
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=15 tests
 
 # Everything but the end-to-end runs of the tools (tests marked slow): the edit-test loop.
 test-fast: setup

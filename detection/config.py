@@ -16,6 +16,8 @@ import os
 from detectron2.config import CfgNode as CN
 from detectron2.config import get_cfg
 
+from .safe_yaml import ConfigFileError, load_yaml
+
 __all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions", "check_config_file",
            "ConfigFileError"]
 
@@ -100,16 +102,10 @@ def apply_weights_conventions(cfg: CN) -> dict:
     return changes
 
 
-class ConfigFileError(ValueError):
-    """A config file that cannot be used as it is; the message names the file (and the line where known)."""
-
-
 def check_config_file(path: str, _chain: tuple[str, ...] = ()) -> None:
-    """Read `path` and its `_BASE_` files as plain YAML (yaml.safe_load: no Python tags, so no code runs) and
-    refuse, naming the file, what fvcore would otherwise handle badly: tags that call Python (fvcore falls back to
-    yaml.unsafe_load), `_BASE_` cycles (RecursionError), syntax errors and non-mapping documents."""
-    import yaml
-
+    """Read `path` and its `_BASE_` files with safe_yaml.load_yaml and refuse, naming the file, what fvcore would
+    otherwise handle badly: tags that call Python (fvcore falls back to yaml.unsafe_load), duplicate keys, alias
+    bombs, `_BASE_` cycles (RecursionError), syntax errors and non-mapping documents."""
     real = os.path.realpath(path)
     if real in _chain:
         cycle = " -> ".join([*_chain[_chain.index(real):], real])
@@ -117,17 +113,7 @@ def check_config_file(path: str, _chain: tuple[str, ...] = ()) -> None:
     if not os.path.isfile(path):
         where = f" (a _BASE_ of {_chain[-1]})" if _chain else ""
         raise FileNotFoundError(f"config file not found: {path}{where}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except yaml.constructor.ConstructorError as err:
-        mark = f", line {err.problem_mark.line + 1}" if err.problem_mark else ""
-        raise ConfigFileError(f"{path}{mark}: refused: the file uses a YAML tag that would construct Python objects "
-                              f"or run code ({err.problem}). Configs are plain data; remove the tag.") from None
-    except yaml.YAMLError as err:
-        raise ConfigFileError(f"{path}: not valid YAML ({' '.join(str(err).split())})") from None
-    except UnicodeDecodeError as err:
-        raise ConfigFileError(f"{path}: not a text file ({err.reason})") from None
+    data = load_yaml(path)  # plain data, no duplicate keys, bounded size / depth / alias expansion
     if data is None:
         return
     if not isinstance(data, dict):

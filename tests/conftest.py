@@ -37,12 +37,47 @@ def no_slurm(monkeypatch):
     commands (submitit picks Slurm whenever `srun` is found) and no SLURM_* variables (a test run inside a job)."""
     import shutil
 
-    slurm_dirs = {str(Path(p).parent) for p in map(shutil.which, ("srun", "sbatch", "squeue", "scontrol")) if p}
-    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d not in slurm_dirs)
+    commands = ("srun", "sbatch", "squeue", "scontrol", "sinfo")
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if not any(os.path.exists(os.path.join(d, c)) for c in commands))  # /bin and /usr/bin
     monkeypatch.setenv("PATH", path)
     for name in [n for n in os.environ if n.startswith("SLURM_")]:
         monkeypatch.delenv(name)
     assert shutil.which("srun") is None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A private two-node Slurm cluster (tools/slurm-local.sh: its own state dir, pid files and ports; nodes
+    127.0.0.1 and 127.0.0.2 of 2 CPUs, no GPUs), started for the session and stopped after it; clients find it
+    through SLURM_CONF. Skips where it cannot run: not root, or the Debian packages slurmctld slurmd slurm-client
+    munge absent (.ci/run installs them)."""
+    import shutil
+    import subprocess
+    import time
+
+    missing = [c for c in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(c)]
+    if os.geteuid() != 0 or missing:
+        pytest.skip(f"a real Slurm needs root and the Debian packages slurmctld slurmd slurm-client munge "
+                    f"({'not root' if os.geteuid() else 'missing: ' + ' '.join(missing)})")
+    from classification.engine.launch import find_free_port
+
+    state = tmp_path_factory.mktemp("slurm")
+    port = find_free_port()  # slurmctld; the two slurmd take port + 1 and + 2
+    env = dict(os.environ, SLURM_LOCAL_DIR=str(state), SLURM_LOCAL_NODES="2", SLURM_LOCAL_PORT=str(port),
+               SLURM_LOCAL_CPUS="2", SLURM_LOCAL_FIRST_JOB_ID=str(int(time.time()) % 100_000 * 10 + 10))
+    script = REPO / "tools" / "slurm-local.sh"
+    up = subprocess.run(["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=60)
+    if up.returncode != 0:
+        subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True, timeout=60)
+        pytest.fail(f"the private Slurm cluster did not start: {up.stderr[-2000:]} (logs: {state}/log)")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SLURM_CONF", str(state / "slurm.conf"))  # submitit, sbatch/squeue/scontrol and the jobs see it
+    try:
+        yield state
+    finally:
+        mp.undo()
+        subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True, timeout=120)
 
 
 @pytest.fixture(scope="session")

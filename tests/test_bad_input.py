@@ -17,7 +17,7 @@ from classification.data.datasets import SKIPPED, ImageFolderDataset
 from classification.data.images import ImageReadError, open_image
 from classification.engine.cli import warn_oversubscription
 from classification.engine.config import ClsConfig
-from conftest import det_args, run_tool
+from conftest import REPO, det_args, run_tool
 from detection import get_detection_cfg
 from detection.config import ConfigFileError
 from detection.datasets import DatasetFormatError, load_coco_checked, register_voc
@@ -282,3 +282,85 @@ def test_map_dataset_retries_a_failed_sample_on_python_311():
     ds = MapDataset([1, 2, 3], lambda x: None if x == 2 else x)
     assert ds[1] in (1, 3)  # the retry drew from the fallback set (a TypeError on Python 3.11 before the patch)
 
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("kind", ["sequence_bomb", "mapping_bomb", "duplicate_key", "deep", "huge"])
+def test_yaml_bombs_duplicates_depth_and_size_are_refused_at_once(tmp_path, kind):
+    """Round three: a 531-byte alias bomb under MODEL.PIXEL_MEAN exhausted memory; `SOLVER:` twice silently dropped
+    BASE_LR; 5000-deep nesting was a RecursionError; a 10 MB YAML parsed for minutes."""
+    path = tmp_path / "c.yaml"
+    if kind == "sequence_bomb":
+        text = _alias_bomb() + "MODEL:\n  PIXEL_MEAN: *a8\n"  # 9^9 strings once expanded
+        match = "expands to more than 100000 values"
+    elif kind == "mapping_bomb":
+        text = "x0: &x0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}\n" + "".join(
+            f"x{i}: &x{i} {{{', '.join(f'{k}: *x{i - 1}' for k in 'abcdefghi')}}}\n" for i in range(1, 9))
+        match = "expands to more than 100000 values"
+    elif kind == "duplicate_key":
+        text = "SOLVER:\n  BASE_LR: 0.5\nMODEL:\n  DEVICE: cpu\nSOLVER:\n  MAX_ITER: 3\n"
+        match = r"line 5: duplicate key 'SOLVER' \(first on line 1"
+    elif kind == "deep":
+        text = "A: " + "[" * 5000 + "]" * 5000 + "\n"
+        match = "nested (too deeply|more than 64 levels)"
+    else:
+        text = "A: [" + ", ".join(["1"] * 600_000) + "]\n"
+        match = r"MiB; a config is at most 1 MiB"
+    path.write_text(text)
+    with pytest.raises(ConfigFileError, match=match):
+        get_detection_cfg(str(path), read_weights=False)
+    if kind == "sequence_bomb":  # the report reads a run's config.yaml through the same loader
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / "config.yaml").write_text("MODEL:\n  DEVICE: cpu\n" + _alias_bomb() + "BOMB: *a8\n")
+        assert load_run(run).status.startswith("unreadable config.yaml (")
+
+
+def test_a_second_run_into_a_busy_output_dir_stops_before_writing(tiny_data, tmp_path):
+    """Two runs into one OUTPUT_DIR at once used to both exit 0 with their files mixed (B's config.yaml, A's
+    model): the first holds OUTPUT_DIR/.run.lock; the second stops at once and writes nothing."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    first = subprocess.Popen([sys.executable, *map(str, det_args(tiny_data, out, 100000))], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (out / "config.yaml").is_file():
+            assert time.time() < deadline and first.poll() is None
+            time.sleep(0.2)
+        before = (out / "config.yaml").read_text()
+        second = run_tool(*det_args(tiny_data, out, 2, "--resume"))
+        assert second.returncode != 0 and "is in use by pid" in second.stderr, second.stderr[-2000:]
+        assert "another run is writing into it" in second.stderr and "Traceback" not in second.stderr
+        assert (out / "config.yaml").read_text() == before  # nothing of the second run reached the directory
+    finally:
+        first.kill()
+        first.wait()
+    again = run_tool(*det_args(tiny_data, out, 2, "--resume"))  # the lock died with the killed run
+    assert "is in use" not in again.stderr
+
+
+def test_a_run_whose_weights_blow_up_at_the_end_is_recorded_as_failed(tiny_data, tmp_path):
+    """MAX_ITER 1 and an absurd lr: the one update makes the weights non-finite; Detectron2 still evaluates them in
+    after_train and writes metrics.json. The run exits non-zero, failure.json says why, the report and the main job
+    do not count it as finished."""
+    from detection.engine.stages import JobStage
+
+    out = tmp_path / "run"
+    proc = run_tool(*det_args(tiny_data, out, 1, "SOLVER.BASE_LR", "1e400", "SOLVER.WARMUP_ITERS", "0",
+                              "SOLVER.CLIP_GRADIENTS.ENABLED", "False"))
+    assert proc.returncode != 0
+    failure = json.loads((out / "failure.json").read_text())
+    assert failure["iteration"] == 0 and "inf/NaN" in failure["error"]
+    assert load_run(out).status.startswith("failed at iteration 0: FloatingPointError")
+    stage = JobStage("t", out, [], "detect", "resnet18", "scratch", 1)
+    assert not stage.done()

@@ -1,6 +1,8 @@
 """tools/report.py on fabricated runs with known numbers."""
 
+import csv
 import json
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -35,6 +37,7 @@ def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_c
     bbox.update({("AP50-" if voc else "AP-") + k: v for k, v in (per_cat or {}).items()})
     (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": bbox}},
                                                   "iterations_completed": 90000}))
+    (run / "model_final.pth").write_bytes(b"")  # a finished training run has its final checkpoint
     inf = run / "inference" / dataset
     inf.mkdir(parents=True)
     if coco:
@@ -302,3 +305,36 @@ def test_report_json_holds_the_comparisons_as_numbers(tmp_path):
     assert cmp["metric"] == "AP" and cmp["versus"].startswith("vgg")
     assert cmp["delta"] == pytest.approx(27.0 - 20.5)
     assert cmp["spread"] == pytest.approx((0.5 + 2.0) ** 0.5) and cmp["beyond_spread"] is True
+
+
+def test_names_and_titles_cannot_inject_html_into_markdown_or_formulas_into_csv(tmp_path):
+    runs = [make_run(tmp_path, "a", "vgg16", coco={"AP": 20.0, "AP50": 40.0}),
+            make_run(tmp_path, "b", "resnet101", coco={"AP": 17.0, "AP50": 38.0})]
+    paths = write_report(runs, tmp_path / "report", names=["<script>alert(1)</script>", "=HYPERLINK(\"http://x\")"],
+                         title="<img src=x onerror=alert(2)>", notes=["a | b <b>bold</b>"])
+    md = paths["markdown"].read_text()
+    assert "<script>" not in md and "<img" not in md and "<b>" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and "# &lt;img src=x onerror=alert(2)&gt;" in md
+    rows = list(csv.reader(paths["csv"].open()))
+    cells = [c for row in rows for c in row]
+    assert "'=HYPERLINK(\"http://x\")" in cells and not any(c.startswith("=") for c in cells)
+    assert any(re.fullmatch(r"-\d+\.\d+", c) for c in cells)  # a negative delta stays a number
+
+
+def test_a_run_that_failed_or_stopped_early_is_not_reported_as_finished(tmp_path):
+    """Detectron2 runs the final evaluation even after an exception (after_train), so metrics.json can exist for a
+    run that diverged or could not write its final checkpoint: failure.json (the trainer's record), a short
+    iteration count or a missing model_final.pth each say it did not finish."""
+    failed = make_run(tmp_path, "failed", "vgg16", coco={"AP": 0.0, "AP50": 0.0})
+    (failed / "failure.json").write_text(json.dumps({"error": "FloatingPointError: parameters became inf/NaN",
+                                                     "iteration": 0, "max_iter": 1}))
+    short = make_run(tmp_path, "short", "vgg16", coco={"AP": 1.0, "AP50": 2.0})
+    (short / "metrics.json").write_text(json.dumps({"evaluation": {"coco_2014_val": {"bbox": {"AP": 1.0}}},
+                                                    "iterations_completed": 10}))
+    nofinal = make_run(tmp_path, "nofinal", "vgg16", coco={"AP": 1.0, "AP50": 2.0})
+    (nofinal / "model_final.pth").unlink()
+    ok = make_run(tmp_path, "ok", "vgg16", coco={"AP": 1.0, "AP50": 2.0})
+    assert load_run(failed).status == "failed at iteration 0: FloatingPointError: parameters became inf/NaN"
+    assert load_run(short).status == "incomplete: 10 of 90000 iterations"
+    assert load_run(nofinal).status == "incomplete: 90000 of 90000 iterations, no model_final.pth"
+    assert load_run(ok).status == "finished"

@@ -16,6 +16,7 @@ import torch
 from backbones import CheckpointReadError, IncompatibleWeightsError
 
 from ..data.images import ImageReadError
+from .run_lock import RunDirectoryBusy
 
 __all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments"]
 
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 # divergence. A RuntimeError of any other kind is a bug and keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
     OSError, KeyError, ValueError, FloatingPointError, urllib.error.URLError, CheckpointReadError,
-    IncompatibleWeightsError, ImageReadError,
+    IncompatibleWeightsError, ImageReadError, RunDirectoryBusy,
 )
 
 

@@ -33,15 +33,29 @@ def find_free_port() -> int:
         return s.getsockname()[1]
 
 
+def _available_cpus() -> int:
+    """CPUs this process may use: Slurm's allocation of the task (SLURM_CPUS_PER_TASK), else its CPU affinity."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _worker(local_rank: int, main_func: Callable, world_size: int, per_machine: int, machine_rank: int,
             dist_url: str, args: Sequence[Any], backend: str, timeout: timedelta,
             worker_init: Callable[[int, Any], None] | None) -> None:
+    from .slurm import ignore_preemption_signal
+
+    ignore_preemption_signal()  # under Slurm, only the task that spawned us handles it (checkpoint and requeue)
     rank = machine_rank * per_machine + local_rank
     dist.init_process_group(backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout)
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-    else:  # share the CPU cores instead of every process using all of them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // per_machine))
+    else:  # share the CPUs of this allocation (a Slurm task's, else the machine's) instead of each using all
+        torch.set_num_threads(max(1, _available_cpus() // per_machine))
     num_machines = world_size // per_machine
     local_group = None
     for m in range(num_machines):  # every process must create every group, in the same order

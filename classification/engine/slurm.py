@@ -1,9 +1,15 @@
 """Slurm submission through submitit, shared by tools/train_det.py and tools/train_cls.py.
 
 One submitit task per node; each task runs `entry(args)` with `args.num_machines`, `args.machine_rank` and a
-tcp `args.dist_url` on the first node filled in, and `entry` spawns one worker per GPU. When Slurm preempts or
-times out the job, submitit calls `checkpoint()`, which resubmits the same job with `args.resume = True`, so it
-continues from the last checkpoint; after `max_requeues` requeues it stops with a message saying so.
+tcp `args.dist_url` on the first node filled in, and `entry` spawns `--tasks-per-node` training processes (one
+per GPU by default; `--gpus-per-node 0` on a CPU partition). A request the partition cannot satisfy (more CPUs,
+GPUs or nodes than it has) is refused at submission, not left pending forever.
+
+Preemption and time limits: submitit's USR2 handler calls `checkpoint()`, which resubmits the same job with
+`args.resume = True`; after `max_requeues` requeues it stops with a message saying so. A requeue done by Slurm
+itself (`scontrol requeue`, node failure, preemption without the signal) re-runs the original submission; it is
+recognised by SLURM_RESTART_COUNT > 0 and resumes too. Only the submitit task handles USR2: the training
+processes it spawns and every forked data-loader worker ignore it (Slurm signals every process of the job).
 """
 
 from __future__ import annotations
@@ -12,11 +18,16 @@ import argparse
 import copy
 import logging
 import os
+import re
+import signal
+import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_cluster_arguments", "SubmititJob", "submit", "port_for_job"]
+__all__ = ["add_cluster_arguments", "SubmititJob", "submit", "port_for_job", "workers_per_node",
+           "ignore_preemption_signal", "PartitionLimits", "partition_limits", "check_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +36,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     g = parser.add_argument_group("cluster (Slurm via submitit)")
     g.add_argument("--slurm", "--submit", dest="slurm", action="store_true", help="submit instead of running here")
     g.add_argument("--nodes", type=int, default=1, help="machines (one submitit task each)")
-    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs, hence worker processes, per node")
-    g.add_argument("--cpus-per-gpu", type=int, default=10)
+    g.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (0 on a CPU partition)")
+    g.add_argument("--tasks-per-node", type=int, default=None,
+                   help="training processes per node (default: one per GPU; 1 with --gpus-per-node 0)")
+    g.add_argument("--cpus-per-gpu", type=int, default=10, help="CPUs per GPU (the default --cpus-per-task)")
+    g.add_argument("--cpus-per-task", type=int, default=None,
+                   help="CPUs of each node's task, which runs that node's training processes (default: "
+                        "--cpus-per-gpu x GPUs; with --gpus-per-node 0, one per training process)")
     g.add_argument("--partition", default=None)
     g.add_argument("--timeout", type=int, default=72 * 60, help="minutes per allocation (requeued after)")
     g.add_argument("--job-dir", default=None, help="submitit logs and pickles (default: OUTPUT_DIR/submitit)")
@@ -40,6 +56,70 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     g.add_argument("--cluster", default=None, choices=["slurm", "local", "debug"],
                    help="submitit backend (default: slurm if available); 'local' runs the job as a local process")
     return parser
+
+
+def workers_per_node(args: argparse.Namespace) -> int:
+    """Training processes per node: --tasks-per-node, else one per GPU (1 on a CPU partition)."""
+    gpus, tasks = args.gpus_per_node, args.tasks_per_node
+    if gpus < 0 or (tasks is not None and tasks < 1) or args.nodes < 1:
+        raise SystemExit(f"error: --nodes {args.nodes} --gpus-per-node {gpus} --tasks-per-node {tasks}: need at "
+                         "least one node and one training process, and no negative GPU count")
+    if tasks is None:
+        return gpus if gpus > 0 else 1
+    if gpus > 0 and tasks > gpus:
+        raise SystemExit(f"error: --tasks-per-node {tasks} > --gpus-per-node {gpus}: one training process per "
+                         "GPU at most (use --gpus-per-node 0 for CPU processes)")
+    return tasks
+
+
+def ignore_preemption_signal() -> None:
+    """USR2 means "checkpoint and requeue" to submitit's handler in the job's task; any other process of the job
+    (spawned trainers, data-loader workers) ignores it instead of dying or requeueing a second time."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    name: str
+    nodes: int
+    cpus_per_node: int
+    gpus_per_node: int
+
+
+def partition_limits(partition: str | None) -> PartitionLimits | None:
+    """What a node of `partition` (default: the cluster's default partition) has, from `sinfo`; None if unknown."""
+    cmd = ["sinfo", "-h", "-o", "%P|%D|%c|%G"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.split("|") for ln in out.stdout.splitlines() if ln.count("|") == 3]
+    if out.returncode != 0 or not lines:
+        return None
+    if not partition:
+        lines = [ln for ln in lines if ln[0].endswith("*")] or lines[:1]
+    name, nodes, cpus, gres = lines[0]
+    gpus = sum(int(m.group(1)) for m in re.finditer(r"gpu(?::[^:,(]+)?:(\d+)", gres))
+    return PartitionLimits(name.rstrip("*"), sum(int(ln[1]) for ln in lines if ln[0] == name),
+                           int(re.match(r"\d+", cpus).group()), gpus)
+
+
+def check_request(limits: PartitionLimits, nodes: int, cpus: int, gpus: int) -> None:
+    """Refuse a request no node of the partition can satisfy: Slurm would accept it and leave it pending forever
+    (Reason=PartitionConfig)."""
+    problems = []
+    if nodes > limits.nodes:
+        problems.append(f"{nodes} nodes (it has {limits.nodes}; --nodes)")
+    if cpus > limits.cpus_per_node:
+        problems.append(f"{cpus} CPUs per node (a node has {limits.cpus_per_node}; --cpus-per-task, or "
+                        "--cpus-per-gpu x --gpus-per-node)")
+    if gpus > limits.gpus_per_node:
+        problems.append(f"{gpus} GPUs per node (a node has {limits.gpus_per_node}; --gpus-per-node, 0 on a CPU "
+                        "partition)")
+    if problems:
+        raise SystemExit(f"error: --slurm: partition {limits.name} cannot run this job, which asks for "
+                         f"{'; '.join(problems)}. Slurm would accept it and leave it pending forever "
+                         "(Reason=PartitionConfig); not submitted")
 
 
 def port_for_job(job_id: str) -> int:
@@ -60,12 +140,18 @@ class SubmititJob:
         import submitit
 
         env = submitit.JobEnvironment()
+        os.register_at_fork(after_in_child=ignore_preemption_signal)  # data-loader workers forked from here
         args = copy.deepcopy(self.args)
         args.num_machines, args.machine_rank = env.num_nodes, env.node
         args.dist_url = f"tcp://{env.hostnames[0]}:{port_for_job(env.job_id)}" if env.num_nodes > 1 else "auto"
+        restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)  # Slurm's own requeues of this submission
         if self.requeues:
             args.resume = True
             logger.warning(f"requeue {self.requeues}/{self.max_requeues}: resuming from the last checkpoint")
+        elif restarts:
+            args.resume = True
+            logger.warning(f"restarted by Slurm ({restarts} time(s): scontrol requeue, node failure or "
+                           "preemption): resuming from the last checkpoint")
         return self.entry(args)
 
     def checkpoint(self):
@@ -93,9 +179,20 @@ def submit(entry: Callable[[argparse.Namespace], Any], args: argparse.Namespace,
     if args.cluster is None and executor.cluster != "slurm":  # submitit would silently run it here instead
         raise SystemExit("error: --slurm: this machine has no Slurm (no sbatch found); pass --cluster local to run "
                          "the job as a local submitit process, or drop --slurm to run it directly")
+    workers = workers_per_node(args)
     gpus = args.gpus_per_node if executor.cluster == "slurm" or _has_cuda() else 0
+    cpus = args.cpus_per_task or (args.cpus_per_gpu * gpus if gpus else workers)
+    if executor.cluster == "slurm":
+        args = copy.deepcopy(args)
+        args.num_gpus = workers  # what `entry` spawns on each node
+        limits = partition_limits(args.partition)
+        if limits is None:
+            logger.warning(f"could not read partition {args.partition or '(default)'} with sinfo; submitting "
+                           "without checking that it can run the job")
+        else:
+            check_request(limits, args.nodes, cpus, gpus)
     params: dict[str, Any] = dict(name=job_name, nodes=args.nodes, tasks_per_node=1, timeout_min=args.timeout,
-                                  gpus_per_node=gpus, cpus_per_task=args.cpus_per_gpu * max(1, gpus))
+                                  gpus_per_node=gpus, cpus_per_task=cpus)
     if args.mem:
         params["mem_gb"] = args.mem
     if executor.cluster == "slurm":

@@ -14,6 +14,7 @@ import torch
 from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
+from .run_lock import lock_run_directory
 from .slurm import add_cluster_arguments, submit
 from .trainer import LAST_CHECKPOINT, train
 
@@ -34,6 +35,8 @@ def main(args: argparse.Namespace) -> dict:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(name)s] %(message)s")
     cfg = config_from_args(args)
     out = Path(cfg.output_dir)
+    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        lock_run_directory(out)  # before anything is written: a second run into the directory stops here
     if (out / LAST_CHECKPOINT).is_file() and not args.resume:
         raise SystemExit(f"{out} already holds a run; pass --resume to continue it or choose another --output-dir")
     result = train(cfg)
@@ -52,8 +55,6 @@ def run(argv: list[str] | None = None):
     with user_errors(args.debug):
         cfg = config_from_args(args)  # validate here, not in a worker or on a cluster node
         if args.slurm:
-            if args.cluster in (None, "slurm"):
-                args.num_gpus = args.gpus_per_node
             job = submit(launch, args, output_dir=cfg.output_dir, job_name="train_cls")
             print(f"submitted {job.job_id}")
             return job

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .main_job_results import generated_notes, job_results, nested_spread, summary_lines
-from .stages import REPO, STAGE_FILE, Estimator, JobStage, StageConflict, run_graph
+from .stages import REPO, STAGE_FILE, Estimator, JobStage, StageConflict, run_graph, submit_graph
 
 __all__ = ["MainJobPlan", "JobStage", "StageConflict", "plan_stages", "main", "chance_ap", "nested_spread",
            "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK", "STAGE_FILE"]
@@ -276,6 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
                          "threads, tools/benchmark.py main_job)")
     ap.add_argument("--threads", type=int, default=None, help="threads per stage (default: cores / jobs)")
+    g = ap.add_argument_group("Slurm (one job per stage, afterok dependencies, the report last)")
+    g.add_argument("--slurm", action="store_true", help="submit the stages to Slurm instead of running them here")
+    g.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's default)")
+    g.add_argument("--timeout", type=int, default=240, help="minutes per stage job (requeued and resumed after)")
+    g.add_argument("--gpus-per-stage", type=int, default=0, help="GPUs per stage job (0: the CPU stages here)")
+    g.add_argument("--report-only", action="store_true",
+                   help="only write the report and summary of finished stages (the last job of --slurm)")
     return ap
 
 
@@ -338,6 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output_dir).resolve()
     t_start = time.time()
     stages = plan_stages(plan, out)
+    if args.slurm and not args.dry_run:
+        return _submit_to_slurm(args, argv, stages, threads, out)
+    if args.report_only:
+        missing = [s for s in stages if not ((s.out / STAGE_FILE).is_file() and s.done())]
+        if missing:
+            print("[main job] error: --report-only: unfinished stages: " + "; ".join(s.title for s in missing),
+                  file=sys.stderr)
+            return 1
+        return _report(plan, stages, out, t_start, args, threads)
     # time only the kinds of stage still to run: a rerun whose stages are all finished starts no calibration
     keys = {s.rate_key for s in stages if not ((s.out / STAGE_FILE).is_file() and s.done())}
     print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
@@ -379,8 +395,40 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n[main job] interrupted; finished stages are kept, a rerun resumes the others", file=sys.stderr)
         return 130
+    return _report(plan, stages, out, t_start, args, threads)
+
+
+def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path) -> int:
+    """Every unfinished stage as a Slurm job after its dependencies, then this command with --report-only."""
+    import detection  # noqa: F401
+    from detection.datasets import ensure_embedded_dataset
+
+    ensure_embedded_dataset()  # generated once here, not by the first stage jobs at the same time
+    out.mkdir(parents=True, exist_ok=True)
+    given = list(sys.argv[1:] if argv is None else argv)
+    report = ["tools/main_job.py", *[a for a in given if a not in ("--slurm", "--fresh")], "--output-dir", str(out),
+              "--report-only"]
+    if args.fresh:
+        _fresh(out, print)
+    try:
+        ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
+                           timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))
+    except (RuntimeError, SystemExit) as err:  # a StageConflict, or a request the partition cannot run
+        print(f"[main job] {err if str(err).startswith('error') else f'error: {err}'}", file=sys.stderr)
+        return 1
+    print(f"[main job] {len(ids) - 1} stage job(s) and the report job {ids['report']} submitted; watch them with "
+          f"`squeue -j {','.join(ids.values())}`; stage logs in each stage directory (stage.log), Slurm's in "
+          f"{out / 'slurm'}; the report and summary.txt appear in {out} when the last job ends", flush=True)
+    return 0
+
+
+def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
+    import detection  # noqa: F401  (registers the embedded datasets)
+    from detection.datasets import ensure_embedded_dataset
     from detection.report import write_report
+
+    manifest = ensure_embedded_dataset()
 
     dataset = "embedded_train_holdout" if plan.selection else "embedded_val"
     chance = chance_ap(dataset)

@@ -1,6 +1,7 @@
-"""Running a graph of training stages as subprocesses: each stage a tool's command line with its own directory, the
-command recorded beside it, finished stages reused, interrupted ones resumed (`--resume`), at most `jobs` at a time
-with `threads` threads each, each after its dependencies; time estimates from each stage's progress.json."""
+"""Running a graph of training stages: each stage a tool's command line with its own directory, the command recorded
+beside it, finished stages reused, interrupted ones resumed (`--resume`). Here (run_graph): subprocesses, at most
+`jobs` at a time with `threads` threads each, each after its dependencies, time estimates from each stage's
+progress.json. On Slurm (submit_graph): one job per stage with afterok dependencies, the report last."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "prune_checkpoints", "STAGE_FILE", "REPO"]
+__all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
+           "STAGE_FILE", "REPO"]
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_FILE = "main_job_stage.json"
@@ -42,7 +44,7 @@ class JobStage:
     def done(self) -> bool:
         """Finished = the final checkpoint and its evaluation exist (metrics.json is also written by a failed
         evaluation of a finished run, so both are required)."""
-        final = (self.out / "model_final.pth").is_file()
+        final = (self.out / "model_final.pth").is_file() and not (self.out / "failure.json").exists()
         try:
             m = json.loads((self.out / "metrics.json").read_text())
         except (OSError, json.JSONDecodeError):
@@ -205,3 +207,73 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
         raise
     if failed:
         raise RuntimeError("stage failed: " + "\n".join(failed))
+
+
+class StageCommand:
+    """What a stage's Slurm job runs (submitit pickles it): the stage's tool, always with --resume (a fresh
+    directory starts from scratch, so a Slurm-side requeue re-running this continues instead of failing), output
+    appended to the stage's stage.log. On USR2 (preemption, time limit) submitit calls checkpoint(): the job is
+    requeued and the tool resumes from its last checkpoint; the tool itself ignores USR2 meanwhile."""
+
+    def __init__(self, argv: list[str], log: Path, threads: int, resume: bool = True):
+        self.argv, self.log, self.threads, self.resume = argv, log, threads, resume
+
+    def __call__(self) -> int:
+        from classification.engine.slurm import ignore_preemption_signal
+
+        with open(self.log, "a") as logf:
+            rc = subprocess.call([sys.executable, self.argv[0], *(["--resume"] if self.resume else []),
+                                  *self.argv[1:]], cwd=REPO,
+                                 env=_stage_env(self.threads), stdout=logf, stderr=subprocess.STDOUT,
+                                 preexec_fn=ignore_preemption_signal)
+        if rc:  # a failed job: its dependants (afterok) never start
+            raise RuntimeError(f"{' '.join(self.argv[:1])} exited {rc}; see {self.log}")
+        return rc
+
+    def checkpoint(self):
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(StageCommand(self.argv, self.log, self.threads, self.resume))
+
+
+def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: list[str] | None = None,
+                 partition: str | None = None, timeout_min: int = 240, gpus: int = 0, log=print) -> dict[str, str]:
+    """Submit every unfinished stage as its own Slurm job (submitit), after the jobs of its unfinished dependencies
+    (`--dependency afterok`), and `final` (a tool's argv: the report) after all of them. Finished stages are
+    reused as by run_graph; a StageConflict is raised before anything is submitted. Returns {what: job id}."""
+    import submitit
+
+    from classification.engine.slurm import check_request, partition_limits
+
+    finished = {s.out for s in stages if _check_stage(s, threads)}
+    limits = partition_limits(partition)
+    if limits is not None:
+        check_request(limits, 1, threads, gpus)
+    jobs: dict[Path, str] = {}
+
+    def submit(name: str, command: StageCommand, deps: list[str]) -> str:
+        ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
+        params = {"name": name, "nodes": 1, "tasks_per_node": 1, "cpus_per_task": threads, "gpus_per_node": gpus,
+                  "timeout_min": timeout_min, "slurm_signal_delay_s": 120}
+        if partition:
+            params["slurm_partition"] = partition
+        if deps:
+            params["slurm_additional_parameters"] = {"dependency": "afterok:" + ":".join(deps)}
+        ex.update_parameters(**params)
+        return ex.submit(command).job_id
+
+    for s in stages:  # plan order: every stage after its dependencies
+        if s.out in finished:
+            log(f"[main job] reused: {s.title} ({s.out})")
+            continue
+        s.out.mkdir(parents=True, exist_ok=True)
+        (s.out / STAGE_FILE).write_text(json.dumps(_record(s, threads), indent=1))
+        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / "stage.log", threads),
+                             [jobs[d] for d in s.deps if d in jobs])
+        log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / 'stage.log'})")
+    ids = {str(k): v for k, v in jobs.items()}
+    if final is not None:
+        ids["report"] = submit("main_job-report", StageCommand(final, folder / "report.log", threads, resume=False),
+                               list(jobs.values()))
+        log(f"[main job] submitted {ids['report']}: the report, after every stage  (log: {folder / 'report.log'})")
+    return ids

@@ -13,6 +13,7 @@ from detectron2.utils import comm
 
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
+from classification.engine.run_lock import lock_run_directory
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -101,6 +102,8 @@ def setup(args: argparse.Namespace):
             args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
         raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "
                          "--resume with an OUTPUT_DIR that holds a checkpoint); it would evaluate a random model")
+    if comm.get_rank() == 0:  # before anything is written: a second run into OUTPUT_DIR stops here
+        lock_run_directory(cfg.OUTPUT_DIR)
     check_output_dir(cfg, args)
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
@@ -145,8 +148,6 @@ def run(argv: list[str] | None = None):
             # The submitting host only needs OUTPUT_DIR: the weights are read on the cluster, not here.
             cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=True,
                                     read_weights=False)
-            if args.cluster in (None, "slurm"):
-                args.num_gpus = args.gpus_per_node  # one worker per GPU of each node
             job = submit(launch, args, output_dir=cfg.OUTPUT_DIR, job_name="train_det")
             print(f"submitted {job.job_id}")
             return job

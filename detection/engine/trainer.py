@@ -35,7 +35,9 @@ from ..evaluation import build_evaluator
 from .data import build_test_loader, build_train_loader
 from .optimizer import build_optimizer
 
-__all__ = ["Trainer", "create_ddp_model", "write_metrics"]
+__all__ = ["Trainer", "create_ddp_model", "write_metrics", "FAILURE_FILE"]
+
+FAILURE_FILE = "failure.json"  # written by Trainer.train when the run raised; removed when a resume finishes
 
 logger = logging.getLogger("detection.engine")
 
@@ -134,6 +136,22 @@ class Trainer(DefaultTrainer):
         if self.start_iter:  # continue the sample stream where the checkpointed run was, not from its start
             self._trainer.data_loader.set_start(self.start_iter * self.cfg.SOLVER.IMS_PER_BATCH)
 
+    def train(self):
+        """Detectron2's training loop, with the outcome recorded: a run that raises (divergence, non-finite weights,
+        a full disk at the final checkpoint, ...) leaves OUTPUT_DIR/failure.json naming the error and iteration --
+        Detectron2 still runs the final evaluation in after_train, so metrics.json alone does not mean finished."""
+        failure = os.path.join(self.cfg.OUTPUT_DIR, FAILURE_FILE)
+        try:
+            result = super().train()
+        except BaseException as err:
+            if comm.is_main_process():
+                atomic_write_text(failure, json.dumps({"error": f"{type(err).__name__}: {err}"[:2000],
+                                                       "iteration": self.iter, "max_iter": self.max_iter}))
+            raise
+        if comm.is_main_process() and os.path.exists(failure):  # an earlier attempt failed; this one finished
+            os.remove(failure)
+        return result
+
     @classmethod
     def build_optimizer(cls, cfg, model):
         return build_optimizer(cfg, model)
@@ -203,8 +221,9 @@ class Trainer(DefaultTrainer):
             timing[name] = round(time.perf_counter() - t0, 2)
         if comm.is_main_process():
             completed = None
-            try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER
-                completed = get_event_storage().iter
+            try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER ...
+                # ... and MAX_ITER + 1 when a finished run is resumed again (e.g. a Slurm requeue after its end)
+                completed = min(get_event_storage().iter, cfg.SOLVER.MAX_ITER)
             except AssertionError:  # evaluation outside training (--eval-only)
                 pass
             write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from ..safe_yaml import ConfigFileError, load_yaml
 
 __all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "COCO_COLUMNS", "VOC_COLUMNS"]
 
@@ -133,8 +133,8 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     cfg = {}
     if (path / "config.yaml").is_file():
         try:
-            cfg = yaml.safe_load((path / "config.yaml").read_text()) or {}
-        except yaml.YAMLError as err:
+            cfg = load_yaml(path / "config.yaml") or {}
+        except (ConfigFileError, OSError) as err:
             run.status = f"unreadable config.yaml ({str(err).splitlines()[0]})"
             return run
     run.config = cfg if isinstance(cfg, dict) else {}
@@ -172,9 +172,19 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
+    failure = _read_json(path / "failure.json")
+    completed = metrics.get("iterations_completed")
+    if failure is not None or (path / "failure.json").exists():  # the trainer's record of an exception
+        failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
+        run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
+        return run
+    if completed is not None and (completed != run.iterations or not (path / "model_final.pth").is_file()):
+        run.status = (f"incomplete: {completed} of {run.iterations} iterations"
+                      + ("" if (path / "model_final.pth").is_file() else ", no model_final.pth"))
+        return run
     run.status = "finished"
-    if metrics.get("iterations_completed") is not None:
-        run.iterations = metrics["iterations_completed"]
+    if completed is not None:
+        run.iterations = completed
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS

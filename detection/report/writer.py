@@ -173,10 +173,29 @@ def cols_of(kind: str) -> tuple[str, ...]:
     return COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
 
 
+def _md(text) -> str:
+    """Text from runs, names or titles as Markdown shows it: HTML escaped (Markdown passes raw HTML through)."""
+    return html.escape(str(text), quote=False)
+
+
 def _markdown_table(head, rows) -> str:
-    lines = ["| " + " | ".join(map(str, head)) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    def cell(c) -> str:
+        return _md(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def _csv_cell(c):
+    """A spreadsheet runs a cell that starts with = + - @ (or a tab / CR) as a formula: such text gets a leading
+    quote; numbers (-2.40) stay numbers."""
+    if isinstance(c, str) and c[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(c)
+        except ValueError:
+            return "'" + c
+    return c
 
 
 def _html_table(head, rows) -> str:
@@ -249,7 +268,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         head, rows, table_notes = _table(group, kind, base, chance)
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
         text = " ".join(table_notes) + " Where n > 1: mean ± sample standard deviation over seeds."
-        sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{text}\n")
+        sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
         comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
         sections_html.append(f"<h2>{label}</h2>{_html_table(head[:split], [r[:split] for r in rows])}"
@@ -262,7 +281,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                             for other in (base, _scratch_control(g, group)) if other is not None and other is not g]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     conditions = _condition_notes(groups)
-    sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {n}\n" for n in conditions))
+    sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {_md(n)}\n" for n in conditions))
     sections_html.append("<h2>Conditions (read from the runs)</h2><ul>" + "".join(
         f"<li>{html.escape(n)}</li>" for n in conditions) + "</ul>")
     pretrain = list({p.path: p for g in groups for r in g.runs if (p := r.pretraining)}.values())
@@ -275,7 +294,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  f"{p.images_seen:,}" if p.images_seen else "—", _fmt(p.top1_error), _fmt(p.top5_error),
                  p.val_images or "—", _fmt(p.seconds, 0)] for p in pretrain]
         sections_md.append("## Pretraining\n\n" + _markdown_table(head, rows) + "\n\n" + "".join(
-            f"![{cap}]({f})\n\n" for f, cap in pre_plots))
+            f"![{_md(cap)}]({f})\n\n" for f, cap in pre_plots))
         sections_html.append("<h2>Pretraining</h2>" + _html_table(head, rows) + "".join(
             f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption>'
             "</figure>" for f, cap in pre_plots))
@@ -284,15 +303,16 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows))
     panel, panel_notes = _panel(groups, out)
     plots = panel + detection_plots(groups, out)
-    sections_md.append("## Plots\n\n" + "".join(f"{n}\n\n" for n in panel_notes)
-                       + "\n\n".join(f"![{cap}]({f})" for f, cap in plots) + "\n")
+    sections_md.append("## Plots\n\n" + "".join(f"{_md(n)}\n\n" for n in panel_notes)
+                       + "\n\n".join(f"![{_md(cap)}]({f})" for f, cap in plots) + "\n")
     sections_html.append("<h2>Plots</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
         f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
         for f, cap in plots))
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
     notes = list(notes or [])
-    paths["markdown"].write_text(f"# {title}\n\n" + "".join(f"{n}\n\n" for n in notes) + "\n".join(sections_md))
+    paths["markdown"].write_text(f"# {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in notes)
+                                 + "\n".join(sections_md))
     paths["html"].write_text(
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:1em 1.5em}}"
@@ -312,7 +332,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs],
         "plots": [f for f, _ in pre_plots + plots]}, indent=2, default=str))
     with open(paths["csv"], "w", newline="") as f:
-        csv.writer(f).writerows(csv_rows)
+        csv.writer(f).writerows([[_csv_cell(c) for c in row] for row in csv_rows])
     for f, _ in pre_plots + plots:
         paths[f] = out / f
     return paths

@@ -1,0 +1,181 @@
+"""The cluster path against a real Slurm (a private two-node cluster started for the session, tools/slurm-local.sh):
+train_det / train_cls on a CPU partition match a local run; submitit preemption (USR2) and a Slurm-side requeue
+(`scontrol requeue`) both resume and end with the weights of an uninterrupted run; 2 nodes x 1 process and 1 node
+x 2 processes (gloo) agree; a job the partition cannot run is refused at submission."""
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+import torch
+
+from conftest import det_args, run_tool
+
+# one xdist worker runs them all, so that one cluster serves them (Makefile: --dist loadgroup)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+
+ITERS = 40  # long enough that a requeue lands mid-run (Slurm kills 5 s after its SIGTERM)
+ENV = {"OMP_NUM_THREADS": "1"}  # the local reference and the jobs (which inherit the environment) alike
+
+
+def _slurm(tmp_path, *more) -> list[str]:
+    """Submission flags of a CPU-partition job (they go before the KEY VALUE overrides)."""
+    return ["--slurm", "--gpus-per-node", "0", "--timeout", "10", "--job-dir", str(tmp_path / "jobs"), *more]
+
+
+def _det(tiny_data, out, *extra):
+    return det_args(tiny_data, out, ITERS, *extra, "SOLVER.CHECKPOINT_PERIOD", "4", "TEST.EVAL_PERIOD", "0")
+
+
+def _submit(argv, tmp_path) -> str:
+    proc = run_tool(*argv, env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return re.search(r"submitted (\d+)", proc.stdout).group(1)
+
+
+def _wait(job_id: str, tmp_path, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        q = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+        if q.returncode == 0 and not q.stdout.strip():
+            return
+        time.sleep(1)
+    subprocess.run(["scancel", job_id])
+    logs = "".join(f.read_text()[-2000:] for f in (tmp_path / "jobs").glob(f"{job_id}/*_log.err"))
+    pytest.fail(f"Slurm job {job_id} still queued or running after {timeout:.0f} s:\n{logs}")
+
+
+def _job_log(job_id: str, tmp_path) -> str:
+    return "".join(f.read_text() for f in sorted((tmp_path / "jobs").glob(f"{job_id}/*_log.*")))
+
+
+def _weights(out):
+    return torch.load(out / "model_final.pth", weights_only=True)["model"]
+
+
+def _assert_same_weights(a, b, **tol):
+    assert set(a) == set(b)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k, **(tol or {"rtol": 0, "atol": 0}))
+
+
+@pytest.fixture(scope="module")
+def local_reference(tiny_data, tmp_path_factory):
+    """The uninterrupted run, here, without Slurm."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    proc = run_tool(*_det(tiny_data, out), env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _weights(out)
+
+
+def test_train_det_on_a_cpu_partition_matches_a_local_run(slurm_cluster, tiny_data, tmp_path, local_reference):
+    out = tmp_path / "run"
+    job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
+    _wait(job, tmp_path)
+    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == ITERS, _job_log(job, tmp_path)
+    _assert_same_weights(_weights(out), local_reference)
+    info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    assert "NumCPUs=1" in info and "gres/gpu" not in info  # a CPU request: 1 CPU, no GPU
+
+
+def test_submitit_preemption_resumes_to_the_uninterrupted_weights(slurm_cluster, tiny_data, tmp_path,
+                                                                 local_reference):
+    out = tmp_path / "run"
+    job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
+    deadline = time.time() + 240
+    while not (out / "last_checkpoint").is_file():
+        assert time.time() < deadline, _job_log(job, tmp_path)
+        time.sleep(0.5)
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what Slurm sends before preempting
+    _wait(job, tmp_path)
+    log = _job_log(job, tmp_path)
+    assert "requeue 1/" in log, log[-3000:]
+    assert "Starting training from iteration 0" in (out / "log.txt").read_text()
+    assert re.search(r"Starting training from iteration [1-9]", (out / "log.txt").read_text())
+    _assert_same_weights(_weights(out), local_reference)
+
+
+def test_a_slurm_side_requeue_resumes_to_the_uninterrupted_weights(slurm_cluster, tiny_data, tmp_path,
+                                                                  local_reference):
+    """`scontrol requeue` (also node failure, preemption without the user signal) re-runs the original
+    submission, without --resume: SLURM_RESTART_COUNT tells it to resume instead of refusing OUTPUT_DIR."""
+    out = tmp_path / "run"
+    job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
+    deadline = time.time() + 240
+    while not (out / "last_checkpoint").is_file():
+        assert time.time() < deadline, _job_log(job, tmp_path)
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    time.sleep(2)
+    _wait(job, tmp_path)
+    assert "restarted by Slurm (1 time(s)" in _job_log(job, tmp_path)
+    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == ITERS
+    assert re.search(r"Starting training from iteration [1-9]", (out / "log.txt").read_text())
+    _assert_same_weights(_weights(out), local_reference)
+
+
+def test_two_nodes_and_two_processes_on_one_node_agree(slurm_cluster, tiny_data, tmp_path):
+    """gloo across two slurmd nodes (127.0.0.1, 127.0.0.2) and two processes on one: the same world of 2."""
+    runs = {}
+    for name, layout in (("nodes", ["--nodes", "2", "--tasks-per-node", "1"]),
+                         ("tasks", ["--nodes", "1", "--tasks-per-node", "2", "--cpus-per-task", "2"])):
+        out = tmp_path / name
+        job = _submit(det_args(tiny_data, out, 6, *_slurm(tmp_path, *layout), "SOLVER.CHECKPOINT_PERIOD", "6",
+                               "TEST.EVAL_PERIOD", "0", "DATALOADER.NUM_WORKERS", "1"), tmp_path)
+        runs[name] = (job, out)
+    for job, out in runs.values():
+        _wait(job, tmp_path, timeout=420)
+        assert (out / "model_final.pth").is_file(), _job_log(job, tmp_path)[-3000:]
+        assert "World size: 2" in (out / "log.txt").read_text() or (out / "log.txt.rank1").is_file()
+    # one thread per process in both layouts (each process gets its task's CPUs / processes): the same arithmetic
+    _assert_same_weights(_weights(runs["nodes"][1]), _weights(runs["tasks"][1]))
+
+
+def test_train_cls_on_slurm_matches_a_local_run(slurm_cluster, tmp_path):
+    argv = ["tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--image-size", "32",
+            "--train-samples", "64", "--val-samples", "32", "--iterations", "6", "--batch-size", "16",
+            "--eval-period", "6", "--checkpoint-period", "3", "--workers", "0"]
+    local = run_tool(*argv, "--output-dir", tmp_path / "local", env=ENV)
+    assert local.returncode == 0, local.stderr[-3000:]
+    job = _submit([*argv, "--output-dir", tmp_path / "slurm", *_slurm(tmp_path)], tmp_path)
+    _wait(job, tmp_path)
+    assert (tmp_path / "slurm" / "model_final.pth").is_file(), _job_log(job, tmp_path)[-3000:]
+    _assert_same_weights(_weights(tmp_path / "slurm"), _weights(tmp_path / "local"))
+
+
+@pytest.mark.parametrize("request_args,complaint", [
+    (["--gpus-per-node", "0", "--cpus-per-task", "8"], "8 CPUs per node (a node has 2"),
+    (["--gpus-per-node", "1", "--cpus-per-gpu", "1"], "1 GPUs per node (a node has 0"),
+    (["--gpus-per-node", "0", "--nodes", "3"], "3 nodes (it has 2"),
+])
+def test_a_job_the_partition_cannot_run_is_refused_at_submission(slurm_cluster, tiny_data, tmp_path, request_args,
+                                                                 complaint):
+    proc = run_tool(*det_args(tiny_data, tmp_path / "run", 2, "--slurm", *request_args), env=ENV, timeout=120)
+    assert proc.returncode != 0 and complaint in proc.stderr and "not submitted" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_main_job_as_a_slurm_job_graph_reports_what_a_local_run_reports(slurm_cluster, tmp_path):
+    """tools/main_job.py --slurm: one job per stage, detection after its pretraining (afterok), the report last;
+    at a tiny schedule its results equal those of the same job run here."""
+    tiny = ["--pretrain-seeds", "0", "--seeds", "0", "--pretrain-epochs", "2", "--pretrain-images", "128",
+            "--pretrain-val-images", "32", "--detect-iterations", "2", "--threads", "1"]
+    submitted = run_tool("tools/main_job.py", "--slurm", "--output-dir", tmp_path / "slurm", *tiny, env=ENV,
+                         timeout=300)
+    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
+    ids = re.findall(r"submitted (\d+): ", submitted.stdout)
+    report_id = re.search(r"report job (\d+) submitted", submitted.stdout).group(1)
+    assert len(ids) == 7 and report_id == ids[-1]  # 2 pretraining, 4 detection stages, the report
+    waiting = subprocess.run(["scontrol", "show", "job", report_id], capture_output=True, text=True).stdout
+    assert re.search(r"Dependency=afterok:\d+", waiting), waiting
+    local = run_tool("tools/main_job.py", "--output-dir", tmp_path / "local", *tiny, env=ENV, timeout=900)
+    assert local.returncode == 0, local.stderr[-3000:]
+    for job in ids:
+        _wait(job, tmp_path / "slurm", timeout=600)
+    results = tmp_path / "slurm" / "results.json"
+    assert results.is_file(), (tmp_path / "slurm" / "slurm" / "report.log").read_text()[-3000:]
+    assert json.loads(results.read_text()) == json.loads((tmp_path / "local" / "results.json").read_text())
+    assert (tmp_path / "slurm" / "report" / "report.html").is_file()
