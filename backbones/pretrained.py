@@ -54,10 +54,12 @@ class LoadReport:
     shape_mismatch: list[tuple[str, tuple, tuple]] = field(default_factory=list)  # key, checkpoint, model
     skipped: list[str] = field(default_factory=list)  # detector-only / bookkeeping / dropped classifier
     option_mismatches: list[str] = field(default_factory=list)
+    bad_values: list[str] = field(default_factory=list)  # inf/NaN, or integers where the model holds floats
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.unexpected or self.shape_mismatch or self.option_mismatches)
+        return not (self.missing or self.unexpected or self.shape_mismatch or self.option_mismatches
+                    or self.bad_values)
 
     def summary(self, max_keys: int = 10) -> str:
         def keys(title: str, items: list) -> list[str]:
@@ -77,6 +79,7 @@ class LoadReport:
         lines += keys("missing in checkpoint", self.missing)
         lines += keys("unexpected in checkpoint", self.unexpected)
         lines += keys("shape mismatch", self.shape_mismatch)
+        lines += keys("unusable values", self.bad_values)
         if self.skipped:
             lines.append(f"  skipped {len(self.skipped)} keys a backbone does not have (detector heads, "
                          "BN counters, optimizer slots, dropped classifier)")
@@ -154,6 +157,22 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
     return out
 
 
+def _bad_values(converted: Mapping[str, Any], model_sd: Mapping[str, torch.Tensor]) -> list[str]:
+    """Tensors no model should be loaded with: inf/NaN, or integers (e.g. an int8 safetensors) for float ones."""
+    bad = []
+    for k, v in converted.items():
+        if k not in model_sd or not model_sd[k].is_floating_point():
+            continue
+        t = torch.from_numpy(np.asarray(v)) if isinstance(v, np.ndarray) else v
+        if not torch.is_tensor(t):
+            continue
+        if not t.is_floating_point():
+            bad.append(f"{k}: {t.dtype} values for a {model_sd[k].dtype} parameter")
+        elif not torch.isfinite(t).all():
+            bad.append(f"{k}: {int((~torch.isfinite(t)).sum())} of {t.numel()} values are inf/NaN")
+    return bad
+
+
 def _to_tensor(value: Any, like: torch.Tensor) -> torch.Tensor:
     t = torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value
     return t.detach().to(dtype=like.dtype, device=like.device)
@@ -198,7 +217,9 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
                              if k in model_sd and tuple(v.shape) != tuple(model_sd[k].shape)]
     report.option_mismatches = _convention_mismatches(model, meta)
     bad_shapes = {k for k, _, _ in report.shape_mismatch}
-    report.loaded = [k for k in converted if k in model_sd and k not in bad_shapes]
+    report.bad_values = _bad_values(converted, model_sd)
+    unusable = bad_shapes | {b.split(": ", 1)[0] for b in report.bad_values}  # never loaded, strict or not
+    report.loaded = [k for k in converted if k in model_sd and k not in unusable]
     if strict and not report.ok:
         hint = ""
         if any(m.startswith("width:") for m in report.option_mismatches):

@@ -69,6 +69,38 @@ class BackbonesCheckpointer(DetectionCheckpointer):
             self.logger.info(f"{len(unused)} backbone tensors are not part of this detector, e.g. {unused[:3]}")
         return {"model": mapped, "__author__": f"backbones ({weights.source_format})", "matching_heuristics": False}
 
+    def load_for_evaluation(self, path: str) -> None:
+        """Load a complete detector for evaluation, or refuse (ValueError naming the problem; nothing is loaded):
+        backbone-only weights (a classification checkpoint leaves the RPN and box head random), a checkpoint of
+        another architecture, width or depth (missing / unexpected keys, other shapes), and tensors that are not
+        finite or not floating point where the model's are."""
+        weights = read_weights_file(path)
+        if not weights.is_detector:
+            raise ValueError(f"{path} holds {weights.source_format} backbone weights, not a detector: evaluating "
+                             "it would score a randomly initialised RPN and box head. Evaluate a detector "
+                             "checkpoint (a training run's model_final.pth), or train from these weights first")
+        sd, model_sd = _tensors(weights.state_dict), self.model.state_dict()
+        optional = ("num_batches_tracked",)
+        problems = []
+        missing = [k for k in model_sd if k not in sd and not k.endswith(optional)]
+        unexpected = [k for k in sd if k not in model_sd and not k.endswith(optional)]
+        shapes = [f"{k} {tuple(sd[k].shape)} vs {tuple(model_sd[k].shape)}" for k in sd
+                  if k in model_sd and torch.is_tensor(sd[k]) and sd[k].shape != model_sd[k].shape]
+        kinds = [f"{k} ({sd[k].dtype})" for k in sd if k in model_sd and torch.is_tensor(sd[k])
+                 and model_sd[k].is_floating_point() and not sd[k].is_floating_point()]
+        nonfinite = [k for k, v in sd.items() if torch.is_tensor(v) and v.is_floating_point()
+                     and not torch.isfinite(v).all()]
+        for what, keys in (("missing in the checkpoint", missing), ("not in this model", unexpected),
+                           ("shape differs", shapes), ("integer tensors for float parameters", kinds),
+                           ("inf/NaN values", nonfinite)):
+            if keys:
+                problems.append(f"{len(keys)} {what}, e.g. {keys[:3]}")
+        if problems:
+            raise ValueError(f"{path} does not fit this detector, so it cannot be evaluated: {'; '.join(problems)}. "
+                             "Check the config (MODEL.BACKBONES.NAME, WIDTH, ROI_HEADS.NUM_CLASSES) against the "
+                             "run that wrote it")
+        self.model.load_state_dict({k: v for k, v in sd.items() if k in model_sd}, strict=False)
+
     def save(self, name: str, **kwargs: Any) -> None:
         """As fvcore's, but written to a temporary file and renamed: never a truncated checkpoint."""
         if not self.save_dir or not self.save_to_disk:

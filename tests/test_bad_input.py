@@ -364,3 +364,68 @@ def test_a_run_whose_weights_blow_up_at_the_end_is_recorded_as_failed(tiny_data,
     assert load_run(out).status.startswith("failed at iteration 0: FloatingPointError")
     stage = JobStage("t", out, [], "detect", "resnet18", "scratch", 1)
     assert not stage.done()
+
+
+@pytest.fixture(scope="module")
+def tiny_detector(tiny_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("detector") / "run"
+    proc = run_tool(*det_args(tiny_data, out, 2))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("case", ["backbone_only", "other_width", "nan", "int8", "resume_and_weights"])
+def test_eval_only_refuses_weights_it_cannot_score(tiny_data, tiny_detector, tmp_path, case):
+    """Round three: --eval-only scored backbone-only weights (random RPN / box head), another width's detector, an
+    all-NaN detector (AP 0.0, exit 0); --eval-only --resume MODEL.WEIGHTS X evaluated the run's own checkpoint and
+    recorded X. Each now stops with one line, and nothing is written."""
+    final = tiny_detector / "model_final.pth"
+    extra, opts, match = [], [], ""
+    if case == "backbone_only":
+        model = create_model("resnet18", width=0.25, num_classes=10)
+        torch.save({"model": model.state_dict()}, tmp_path / "cls.pth")
+        opts, match = ["MODEL.WEIGHTS", str(tmp_path / "cls.pth")], "backbone weights, not a detector"
+    elif case == "other_width":
+        opts, match = ["MODEL.WEIGHTS", str(final), "MODEL.BACKBONES.WIDTH", "0.5"], "shape differs"
+    elif case in ("nan", "int8"):
+        ckpt = torch.load(final, weights_only=True)
+        key = next(k for k in ckpt["model"] if k.endswith("conv1.weight"))
+        ckpt["model"][key] = (torch.full_like(ckpt["model"][key], float("nan")) if case == "nan"
+                              else ckpt["model"][key].to(torch.int8))
+        torch.save(ckpt, tmp_path / "bad.pth")
+        opts = ["MODEL.WEIGHTS", str(tmp_path / "bad.pth")]
+        match = "inf/NaN values" if case == "nan" else "integer tensors for float parameters"
+    else:
+        extra, opts, match = ["--resume"], ["MODEL.WEIGHTS", str(final)], "pass one of them"
+    out = tmp_path / "eval"
+    proc = run_tool(*det_args(tiny_data, out, 2, "--eval-only", *extra, *opts))
+    assert proc.returncode != 0 and match in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (out / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("bad", ["nan", "int8"])
+def test_load_pretrained_refuses_nan_and_integer_weights(tmp_path, bad):
+    """load_pretrained reported ok for all-NaN weights, and float weights stored as int8 (safetensors) loaded."""
+    from safetensors.torch import save_file
+
+    src = create_model("resnet18", width=0.25, num_classes=10)
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    key = "stem.conv1.weight"
+    sd[key] = torch.full_like(sd[key], float("nan")) if bad == "nan" else sd[key].to(torch.int8)
+    save_file(sd, str(tmp_path / "w.safetensors"))
+    target = create_model("resnet18", width=0.25, num_classes=10)
+    before = target.state_dict()[key].clone()
+    with pytest.raises(Exception, match="inf/NaN" if bad == "nan" else "torch.int8 values for a torch.float32"):
+        load_pretrained(target, tmp_path / "w.safetensors")
+    assert torch.equal(target.state_dict()[key], before)  # nothing was loaded
+    report = load_pretrained(target, tmp_path / "w.safetensors", strict=False)
+    assert not report.ok and report.bad_values and key not in report.loaded
+    assert torch.equal(target.state_dict()[key], before)  # not even when not strict
+
+
+@pytest.mark.parametrize("option,value", [("momentum", float("nan")), ("lr", float("inf")),
+                                          ("weight_decay", float("nan"))])
+def test_non_finite_solver_options_are_refused(option, value):
+    with pytest.raises(ValueError, match=option):
+        ClsConfig(**{option: value})

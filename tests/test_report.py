@@ -338,3 +338,42 @@ def test_a_run_that_failed_or_stopped_early_is_not_reported_as_finished(tmp_path
     assert load_run(short).status == "incomplete: 10 of 90000 iterations"
     assert load_run(nofinal).status == "incomplete: 90000 of 90000 iterations, no model_final.pth"
     assert load_run(ok).status == "finished"
+
+
+def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tmp_path):
+    """Four 12000x12000 images used to cost 6 GB (cells drawn at full size); 200 runs made a 46336-px-wide PNG."""
+    from PIL import Image
+
+    from detection.report.panel import CELL_SIZE, MAX_COLUMNS, draw_panel
+
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.new("RGB", (6000, 4000), (90, 90, 90)).save(data / "big.jpg", quality=50)
+    (data / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    gt = {"images": [{"id": 1, "file_name": "big.jpg", "width": 6000, "height": 4000},
+                     {"id": 2, "file_name": "broken.jpg", "width": 10, "height": 10}],
+          "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [3000, 2000, 1500, 1000]}],
+          "categories": [{"id": 1, "name": "bag"}]}
+    (data / "gt.json").write_text(json.dumps(gt))
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [3000, 2000, 1500, 1000], "score": 0.9}]))
+    out, ids = draw_panel([("a", preds)], data / "gt.json", data, tmp_path / "panel.png")
+    assert ids == [1]  # the broken image is left out, not fatal
+    with Image.open(out) as png:
+        assert png.width == 2 * CELL_SIZE and png.height < CELL_SIZE + 40
+        # the box is drawn where the object is, at cell scale: its top-left corner (3000, 2000) -> (128, 85)
+        px = png.convert("RGB").getpixel((CELL_SIZE + 128 + 5, 18 + 85))
+        assert px[0] > 200 and px[1] < 100
+    runs = []
+    for i in range(MAX_COLUMNS + 3):
+        run = make_run(tmp_path, f"r{i}", "vgg16", coco=COCO_VGG, dataset="tiny_val", train=["tiny_train"], seed=0,
+                       width=1.0 + i / 100)
+        metrics = json.loads((run / "metrics.json").read_text())
+        metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
+        (run / "metrics.json").write_text(json.dumps(metrics))
+        (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(preds.read_text())
+        runs.append(run)
+    paths = write_report(runs, tmp_path / "report")
+    with Image.open(tmp_path / "report" / "qualitative.png") as png:
+        assert png.width == (MAX_COLUMNS + 1) * CELL_SIZE
+    assert f"the first {MAX_COLUMNS} of {MAX_COLUMNS + 3} configurations" in paths["markdown"].read_text()

@@ -10,6 +10,7 @@ until the training error is below 80%.
 from __future__ import annotations
 
 import argparse
+import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -90,10 +91,13 @@ class ClsConfig:
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         if self.holdout is not None and self.dataset != "embedded":
             raise ValueError(f"holdout is supported for the embedded dataset only, not {self.dataset!r}")
-        if self.lr is not None and not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr!r}")
-        if self.weight_decay < 0 or self.warmup_iterations < 0 or not 0 < self.warmup_factor <= 1:
-            raise ValueError("weight_decay and warmup_iterations must be >= 0 and warmup_factor in (0, 1]")
+        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        if not 0 <= self.momentum < 1:  # NaN fails too: it trained to NaN weights and exited 0
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum!r}")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)) or self.warmup_iterations < 0 \
+                or not 0 < self.warmup_factor <= 1:
+            raise ValueError("weight_decay (finite) and warmup_iterations must be >= 0 and warmup_factor in (0, 1]")
         if any(not 0 < m <= 1 for m in self.milestones):
             raise ValueError(f"milestones are fractions of the run in (0, 1], got {list(self.milestones)}")
         for f in fields(self):

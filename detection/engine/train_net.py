@@ -115,8 +115,11 @@ def main(args: argparse.Namespace):
     cfg = setup(args)
     if args.eval_only:
         model = Trainer.build_model(cfg)
-        BackbonesCheckpointer(model, save_dir=cfg.OUTPUT_DIR, strict_backbone=cfg.MODEL.BACKBONES.STRICT_LOAD
-                              ).resume_or_load(cfg.MODEL.WEIGHTS, resume=args.resume)
+        checkpointer = BackbonesCheckpointer(model, save_dir=cfg.OUTPUT_DIR)
+        # --resume: the run's own last checkpoint (run() refuses MODEL.WEIGHTS beside it); else MODEL.WEIGHTS
+        path = checkpointer.get_checkpoint_file() if args.resume and checkpointer.has_checkpoint() else \
+            cfg.MODEL.WEIGHTS
+        checkpointer.load_for_evaluation(path)
         return Trainer.test(cfg, model)
     trainer = Trainer(cfg)
     trainer.resume_or_load(resume=args.resume)
@@ -144,6 +147,9 @@ def run(argv: list[str] | None = None):
     traceback goes to OUTPUT_DIR/log.txt and, with --debug, to the terminal."""
     args = build_parser().parse_args(argv)
     with user_errors(args.debug):
+        if args.eval_only and args.resume and "MODEL.WEIGHTS" in config_overrides(args.opts)[::2]:
+            raise SystemExit("error: --eval-only --resume evaluates OUTPUT_DIR's last checkpoint, and MODEL.WEIGHTS "
+                             "would be ignored (and recorded as if used): pass one of them")
         if args.slurm:
             # The submitting host only needs OUTPUT_DIR: the weights are read on the cluster, not here.
             cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=True,

@@ -14,13 +14,15 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-__all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR"]
+__all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "MAX_COLUMNS"]
 
 SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, and at least the top N (N = ground-truth objects)
 MAX_BOXES = 10  # at most this many per image
 GT_COLOUR = (0, 200, 0)
 DET_COLOUR = (255, 40, 40)
 _HEADER = 18
+CELL_SIZE = 256  # the longer side of every cell, in pixels: small images are enlarged, large ones shrunk
+MAX_COLUMNS = 8  # detectors drawn beside the ground truth (the report says when it shows fewer than it has)
 
 
 def _boxes_by_image(items: list[dict]) -> dict[int, list[dict]]:
@@ -38,9 +40,22 @@ def _shown(detections: list[dict], num_gt: int) -> list[dict]:
     return [d for i, d in enumerate(ranked) if i < top or d["score"] >= SCORE_THRESHOLD][:MAX_BOXES]
 
 
+def _read_cell_image(path: Path) -> tuple[Image.Image, float]:
+    """The image at cell size (longer side CELL_SIZE; a larger one is never decoded in full where the format
+    allows: JPEG draft mode) and the scale from its original pixels (the boxes' coordinates) to the cell's."""
+    with Image.open(path) as f:
+        width, height = f.size
+        target = CELL_SIZE / max(width, height)
+        if target < 1:
+            f.draft("RGB", (round(width * target), round(height * target)))  # JPEG: decode at 1/2 .. 1/8
+        image = f.convert("RGB")
+    size = (max(1, round(width * target)), max(1, round(height * target)))
+    return image.resize(size, Image.BILINEAR), target
+
+
 def _draw_cell(image: Image.Image, scale: float, boxes: list[dict], names: dict[int, str], colour,
                font) -> Image.Image:
-    cell = image.resize((round(image.width * scale), round(image.height * scale)), Image.BILINEAR)
+    cell = image.copy()  # already at cell size (_read_cell_image); `scale` maps the boxes onto it
     draw = ImageDraw.Draw(cell)
     for b in boxes:
         x, y, w, h = (v * scale for v in b["bbox"])
@@ -67,15 +82,20 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
         by_image = _boxes_by_image(json.loads(Path(path).read_text()))
         dets.append((title, {k: _shown(v, len(gt_boxes.get(k, []))) for k, v in by_image.items()}))
     font = ImageFont.load_default()
-    rows = []
+    rows, drawn, skipped = [], [], []
     for im in images:
-        with Image.open(Path(image_root) / im["file_name"]) as f:
-            image = f.convert("RGB")
-        scale = max(1.0, 256 / max(image.size))
+        try:
+            image, scale = _read_cell_image(Path(image_root) / im["file_name"])
+        except (OSError, ValueError, Image.DecompressionBombError) as err:  # one bad image costs its row only
+            skipped.append(f"{im['file_name']} ({err})")
+            continue
+        drawn.append(im)
         cells = [_draw_cell(image, scale, gt_boxes.get(im["id"], []), names, GT_COLOUR, font)]
         cells += [_draw_cell(image, scale, by_image.get(im["id"], []), names, DET_COLOUR, font)
                   for _, by_image in dets]
         rows.append(cells)
+    if not rows:
+        raise ValueError(f"no image of {gt_json} could be drawn: {'; '.join(skipped)}")
     cw = max(c.width for cells in rows for c in cells)
     ch = max(c.height for cells in rows for c in cells)
     titles = ["ground truth"] + [t for t, _ in dets]
@@ -88,4 +108,4 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
             canvas.paste(cell, (j * cw, _HEADER + i * ch))  # images of other sizes: top-left aligned
     out_file = Path(out_file)
     canvas.save(out_file)
-    return out_file, [im["id"] for im in images]
+    return out_file, [im["id"] for im in drawn]

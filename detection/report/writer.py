@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from .groups import RunGroup, comparison, delta_with_spread, differing_keys, group_runs
-from .panel import SCORE_THRESHOLD, draw_panel
+from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
 from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, load_run
@@ -229,16 +229,20 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
     cands = [g for g in cands if g.first.dataset == dataset]
     files = cands[0].first.dataset_files
     image_root = files.get("image_root") or os.path.dirname(files["json_file"])
+    notes = []
+    if len(cands) > MAX_COLUMNS:
+        notes.append(f"Qualitative panel: the first {MAX_COLUMNS} of {len(cands)} configurations.")
+        cands = cands[:MAX_COLUMNS]
     try:
         path, ids = draw_panel([(g.name, g.first.predictions_file) for g in cands], Path(files["json_file"]),
                                Path(image_root), out / "qualitative.png")
     except (OSError, ValueError, KeyError) as err:
-        return [], [f"Qualitative panel not drawn: {err}"]
+        return [], [*notes, f"Qualitative panel not drawn: {err}"]
     seed = "" if all(g.n == 1 for g in cands) else " (first seed of each configuration)"
     caption = (f"{dataset}, images {ids}: ground truth (green) and each detector's boxes{seed} (red: every box "
                f"with score >= {SCORE_THRESHOLD}, and at least the best N where N is the number of objects; score "
                f"beside each), read from inference/{dataset}/coco_instances_results.json")
-    return [(path.name, caption)], []
+    return [(path.name, caption)], notes
 
 
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
