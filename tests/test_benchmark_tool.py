@@ -1,14 +1,12 @@
-"""tools/benchmark.py: the statistics behind every figure it prints, and one real (cheap) section end to end."""
+"""tools/benchmark.py (detection.benchmarks): the statistics behind every figure it prints, and one real (cheap)
+section end to end."""
 
 import json
-import sys
 
 import pytest
 
-from conftest import REPO, run_tool
-
-sys.path.insert(0, str(REPO / "tools"))
-import benchmark  # noqa: E402
+from conftest import run_tool
+from detection import benchmarks as benchmark
 
 
 def test_verdicts_need_the_whole_interval_on_one_side_of_one():

@@ -38,10 +38,9 @@ TIMINGS = [
 
 
 def _bench():
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import benchmark  # tools/benchmark.py: alternate / ratio_stats / the detector configs
+    from detection import benchmarks  # alternate / ratio_stats / the detector configs
 
-    return benchmark
+    return benchmarks
 
 
 def _cuda_tests() -> list[str]:

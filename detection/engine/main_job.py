@@ -33,8 +33,9 @@ from pathlib import Path
 from .main_job_results import generated_notes, job_results, nested_spread, summary_lines
 from .stages import REPO, STAGE_FILE, Estimator, JobStage, StageConflict, run_graph, submit_graph
 
-__all__ = ["MainJobPlan", "JobStage", "StageConflict", "plan_stages", "main", "chance_ap", "nested_spread",
-           "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK", "STAGE_FILE"]
+__all__ = ["leg_config_files", "MainJobPlan", "JobStage", "StageConflict", "plan_stages", "main", "chance_ap",
+           "nested_spread", "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK",
+           "STAGE_FILE"]
 
 ARCH_CONFIGS = {"vgg": REPO / "configs" / "COCO-Detection" / "faster_rcnn_vgg16.yaml",
                 "resnet": REPO / "configs" / "COCO-Detection" / "faster_rcnn_R_101_C4.yaml",
@@ -42,6 +43,13 @@ ARCH_CONFIGS = {"vgg": REPO / "configs" / "COCO-Detection" / "faster_rcnn_vgg16.
 SMOKE = REPO / "configs" / "Embedded-Detection" / "smoke.yaml"
 PRETRAINED = REPO / "configs" / "Embedded-Detection" / "pretrained.yaml"
 LOCK_FILE = ".main_job.lock"
+
+
+def leg_config_files(model: str, *, pretrained: bool) -> list[str]:
+    """The config files of a main-job detection leg: the paper config of the backbone's design, the smoke overlay,
+    and for a pretrained leg the transfer overlay (the one definition: the job, its calibration, the benchmark)."""
+    arch = next(c for prefix, c in ARCH_CONFIGS.items() if model.startswith(prefix))
+    return [str(arch), str(SMOKE)] + ([str(PRETRAINED)] if pretrained else [])
 
 
 @dataclass(frozen=True)
@@ -99,8 +107,7 @@ class MainJobPlan:
                 "--output-dir", str(out)]
 
     def detect_args(self, model: str, weights: Path | None, seed: int, out: Path) -> list[str]:
-        arch = next(c for prefix, c in ARCH_CONFIGS.items() if model.startswith(prefix))
-        configs = [arch, SMOKE] + ([PRETRAINED] if weights else [])
+        configs = leg_config_files(model, pretrained=weights is not None)
         n = self.detect_iterations
         schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
                     "SOLVER.WARMUP_ITERS", str(min(20, max(1, n // 4))), "SOLVER.CHECKPOINT_PERIOD",
@@ -197,10 +204,9 @@ def _detect_step_seconds(plan: MainJobPlan, model: str, init: str) -> float:
     from .data import build_train_loader
     from .optimizer import build_optimizer
 
-    arch = next(c for prefix, c in ARCH_CONFIGS.items() if model.startswith(prefix))
-    files = [str(arch), str(SMOKE)] + ([str(PRETRAINED)] if init == "pretrained" else [])
-    cfg = get_detection_cfg(files, ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", model,
-                                    "MODEL.BACKBONES.WIDTH", str(plan.width), "DATALOADER.NUM_WORKERS", "0"])
+    cfg = get_detection_cfg(leg_config_files(model, pretrained=init == "pretrained"),
+                            ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH",
+                             str(plan.width), "DATALOADER.NUM_WORKERS", "0"])
     net = build_model(cfg)
     net.train()
     opt = build_optimizer(cfg, net)
