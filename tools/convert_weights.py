@@ -16,15 +16,8 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from backbones import CheckpointReadError, IncompatibleWeightsError
 from backbones.convert import convert_checkpoint
-from backbones.registry import parse_model_option
 from backbones.weight_formats import FormatError
-
-
-def parse_option(text: str) -> tuple[str, object]:
-    try:
-        return parse_model_option(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+from classification.engine.config import model_option_argument
 
 
 def main(argv=None) -> int:
@@ -32,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--model", help="model name (backbones.list_models()); inferred when omitted")
-    ap.add_argument("--model-option", dest="option", action="append", type=parse_option, default=[],
+    ap.add_argument("--model-option", dest="option", action="append", type=model_option_argument, default=[],
                     metavar="KEY=VALUE", help="model option, e.g. stride_in_1x1=False (repeatable)")
     ap.add_argument("--drop-classifier", action="store_true", help="do not convert the classifier (fc)")
     args = ap.parse_args(argv)

@@ -16,7 +16,7 @@ import torch
 from backbones import CheckpointReadError, IncompatibleWeightsError
 
 from ..data.images import ImageReadError
-from .run_lock import RunDirectoryBusy
+from .run_directory import RunDirectoryBusy
 
 __all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments"]
 

@@ -16,7 +16,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from backbones.registry import parse_model_option
 
-__all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "add_config_arguments", "config_from_args"]
+__all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "add_config_arguments", "config_from_args", "model_option_argument"]
 
 DATASETS = ("embedded", "fashion-mnist", "cifar10", "imagefolder")
 TEST_MODES = ("center", "ten-crop", "multi-scale")
@@ -135,7 +135,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         if _is_bool(tp):
             g.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, **kw)
         elif f.name == "model_options":
-            g.add_argument(flag, action="append", type=_model_option, default=[], metavar="KEY=VALUE", **kw)
+            g.add_argument(flag, action="append", type=model_option_argument, default=[], metavar="KEY=VALUE", **kw)
         elif typing.get_origin(tp) is tuple:
             g.add_argument(flag, type=float, nargs="+", default=list(default), **kw)
         else:
@@ -144,7 +144,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def _model_option(text: str):
+def model_option_argument(text: str):
     try:
         return parse_model_option(text)
     except ValueError as err:

@@ -14,9 +14,9 @@ import torch
 from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
-from .run_lock import lock_run_directory
+from .run_directory import lock_run_directory, refuse_existing_run
 from .slurm import add_cluster_arguments, submit
-from .trainer import LAST_CHECKPOINT, train
+from .trainer import train
 
 __all__ = ["build_parser", "config_from_args", "main", "launch", "run"]
 
@@ -37,8 +37,7 @@ def main(args: argparse.Namespace) -> dict:
     out = Path(cfg.output_dir)
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         lock_run_directory(out)  # before anything is written: a second run into the directory stops here
-    if (out / LAST_CHECKPOINT).is_file() and not args.resume:
-        raise SystemExit(f"{out} already holds a run; pass --resume to continue it or choose another --output-dir")
+    refuse_existing_run(out, resume=args.resume, flag="--output-dir")
     result = train(cfg)
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         print(json.dumps({"final": result["final"], "checkpoint": result["checkpoint"],

@@ -13,7 +13,7 @@ from detectron2.utils import comm
 
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
-from classification.engine.run_lock import lock_run_directory
+from classification.engine.run_directory import lock_run_directory, refuse_existing_run
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -80,16 +80,9 @@ def config_overrides(opts: list[str]) -> list[str]:
 
 def check_output_dir(cfg, args: argparse.Namespace) -> None:
     """Refuse to write over a finished or started run: training needs --resume to continue it, evaluation a new
-    OUTPUT_DIR (tools/train_cls.py refuses the same way)."""
-    if args.resume:
-        return
-    out = cfg.OUTPUT_DIR
-    found = [f for f in ("last_checkpoint", "model_final.pth", "metrics.json") if os.path.isfile(os.path.join(out, f))]
-    if not found:
-        return
-    what = "evaluate into it" if args.eval_only else "train into it"
-    raise SystemExit(f"error: OUTPUT_DIR {out} already holds a run ({', '.join(found)}); refusing to {what} and "
-                     "overwrite it. Pass --resume to continue that run, or choose another OUTPUT_DIR.")
+    OUTPUT_DIR (the one rule of classification.engine.run_directory, as tools/train_cls.py)."""
+    refuse_existing_run(cfg.OUTPUT_DIR, resume=args.resume,
+                        what="evaluate into it" if args.eval_only else "train into it")
 
 
 def setup(args: argparse.Namespace):
