@@ -120,7 +120,11 @@ def main(args: argparse.Namespace):
 
 
 def _set_d2_local_group(local_rank: int, group) -> None:
-    comm._LOCAL_PROCESS_GROUP = group  # what detectron2.engine.launch sets for comm.get_local_rank()
+    """Give Detectron2's comm.get_local_rank() its per-machine group (its own launch() would have made it)."""
+    if hasattr(comm, "create_local_process_group"):  # Detectron2 main: the public way (collective, every worker)
+        comm.create_local_process_group(torch.distributed.get_world_size(group))
+    else:  # 0.6 has no API for it: set what its launch() sets
+        comm._LOCAL_PROCESS_GROUP = group
 
 
 def launch(args: argparse.Namespace):
