@@ -429,3 +429,37 @@ def test_load_pretrained_refuses_nan_and_integer_weights(tmp_path, bad):
 def test_non_finite_solver_options_are_refused(option, value):
     with pytest.raises(ValueError, match=option):
         ClsConfig(**{option: value})
+
+
+def test_duplicates_that_would_inflate_n_or_change_ap_are_refused(tmp_path):
+    """The same run twice (or via a symlink) in a report was n=2; a VOC split listing an id twice dropped AP50
+    52.4 -> 30.5; duplicate COCO image ids gave one image another's boxes; two categories with one name
+    overwrote each other's AP."""
+    from detection.report import write_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "link").symlink_to(run)
+    with pytest.raises(ValueError, match="is given twice"):
+        write_report([run, tmp_path / "link"], tmp_path / "report")
+    voc = tmp_path / "voc"
+    (voc / "ImageSets" / "Main").mkdir(parents=True)
+    (voc / "ImageSets" / "Main" / "test.txt").write_text("\ufeffa\nb\na\n")
+    from detection.datasets.voc import VOCFormatError, _read_split
+
+    with pytest.raises(VOCFormatError, match=r"test.txt, line 3: image id 'a' is listed twice \(first on line 1\)"):
+        _read_split(str(voc), "test")
+    (voc / "ImageSets" / "Main" / "test.txt").write_text("\ufeffa\nb\n")
+    assert _read_split(str(voc), "test") == ["a", "b"]  # the BOM is not part of the first id
+    Image.new("RGB", (40, 30)).save(tmp_path / "a.jpg")
+    base = {"images": [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "iscrowd": 0, "area": 4, "bbox": [1, 1, 5, 5]}],
+            "categories": [{"id": 1, "name": "x"}]}
+    for key, extra, match in (
+            ("images", {"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}, r"images\[1\] has id 1"),
+            ("annotations", {**base["annotations"][0]}, r"annotations\[1\] has id 1"),
+            ("categories", {"id": 2, "name": "x"}, r"categories\[1\] has name 'x'")):
+        data = {**base, key: base[key] + [extra]}
+        (tmp_path / "c.json").write_text(json.dumps(data))
+        with pytest.raises(DatasetFormatError, match=match):
+            load_coco_checked(str(tmp_path / "c.json"), str(tmp_path), f"dup_{key}")

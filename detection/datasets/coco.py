@@ -36,11 +36,34 @@ def _diagnose(json_file: str, err: Exception) -> str:
     return f"missing key {err}" if isinstance(err, KeyError) else f"cannot be read as COCO ({err})"
 
 
+def _check_unique_ids(json_file: str) -> None:
+    """Ids that must be unique and names that must be distinct: a repeated image id gives one image another's
+    boxes, a repeated annotation id is an assertion deep in pycocotools, two categories with one name overwrite
+    each other's per-class AP."""
+    with open(json_file, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict):
+        raise DatasetFormatError(f"{json_file}: a COCO instances file is a JSON object with images, annotations "
+                                 f"and categories, not a {type(data).__name__}")
+    for key, field in (("images", "id"), ("annotations", "id"), ("categories", "id"), ("categories", "name")):
+        items = data.get(key)
+        if not isinstance(items, list):
+            continue  # _diagnose names a missing list
+        seen: dict = {}
+        for i, item in enumerate(items):
+            value = item.get(field) if isinstance(item, dict) else None
+            if isinstance(value, (str, int)) and not isinstance(value, bool) and value in seen:
+                raise DatasetFormatError(f"{json_file}: {key}[{i}] has {field} {value!r}, as {key}[{seen[value]}] "
+                                         f"does; {key} {field}s must be unique")
+            seen.setdefault(value, i)
+
+
 def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None = None) -> list[dict]:
     """Detectron2's load_coco_json, then box sanity (clip / drop, logged) and a check that images exist."""
     if not os.path.isfile(json_file):
         raise FileNotFoundError(f"COCO annotation file not found: {json_file}")
     try:
+        _check_unique_ids(json_file)
         dicts = load_coco_json(json_file, image_root, dataset_name)
     except json.JSONDecodeError as err:
         raise DatasetFormatError(f"{json_file}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") \

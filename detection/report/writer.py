@@ -256,6 +256,12 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         stats of random boxes} (a row in that dataset's table); groups: a group label per run directory (default:
         runs whose configs differ only in SEED form a group).
     """
+    seen: dict[str, str] = {}
+    for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
+        real = os.path.realpath(d)
+        if real in seen:
+            raise ValueError(f"run directory {d} is given twice (also as {seen[real]}): it would count as two runs")
+        seen[real] = str(d)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
