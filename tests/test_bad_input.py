@@ -463,3 +463,57 @@ def test_duplicates_that_would_inflate_n_or_change_ap_are_refused(tmp_path):
         (tmp_path / "c.json").write_text(json.dumps(data))
         with pytest.raises(DatasetFormatError, match=match):
             load_coco_checked(str(tmp_path / "c.json"), str(tmp_path), f"dup_{key}")
+
+
+def test_a_resume_with_other_settings_is_refused_and_rewrites_nothing(tiny_detector, tiny_data, tmp_path):
+    """`--resume MODEL.BACKBONES.NAME resnet999` failed (exit 2) after rewriting the finished run's config.yaml;
+    the report then showed resnet999. `train_cls --resume --model other` did the same to config.json."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_detector, run)
+    before = (run / "config.yaml").read_text()
+    proc = run_tool(*det_args(tiny_data, run, 4, "--resume"), "MODEL.BACKBONES.NAME", "resnet34")  # last: wins
+    assert proc.returncode != 0 and "--resume with settings other than the run's" in proc.stderr, proc.stderr[-2000:]
+    assert "MODEL.BACKBONES.NAME: 'resnet18' -> 'resnet34'" in proc.stderr and "Traceback" not in proc.stderr
+    assert (run / "config.yaml").read_text() == before
+    argv = ["tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--image-size", "32",
+            "--train-samples", "32", "--val-samples", "16", "--iterations", "2", "--batch-size", "16",
+            "--eval-period", "2", "--checkpoint-period", "2", "--workers", "0", "--output-dir", str(tmp_path / "cls")]
+    assert run_tool(*argv).returncode == 0
+    recorded = (tmp_path / "cls" / "config.json").read_text()
+    other = run_tool(*[a if a != "cifar_resnet20" else "cifar_resnet32" for a in argv], "--resume")
+    assert other.returncode != 0 and "model: 'cifar_resnet20' -> 'cifar_resnet32'" in other.stderr, other.stderr[-2000:]
+    assert (tmp_path / "cls" / "config.json").read_text() == recorded
+    longer = run_tool(*[a if a != "2" else "4" for a in argv], "--resume")  # extending the schedule is allowed
+    assert longer.returncode == 0, longer.stderr[-2000:]
+
+
+def test_symlinks_in_the_run_directory_are_refused(tiny_data, tmp_path):
+    """config.yaml / log.txt as symlinks made a run overwrite files outside its directory."""
+    out = tmp_path / "run"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (out / "log.txt").symlink_to(victim)
+    proc = run_tool(*det_args(tiny_data, out, 2))
+    assert proc.returncode != 0 and "holds symbolic links (log.txt -> " in proc.stderr, proc.stderr[-2000:]
+    assert victim.read_text() == "precious"
+
+
+def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path):
+    """A run killed before its first checkpoint left training_log.json; the next run appended to it (iterations
+    [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. Resumed runs log some iterations twice: the
+    report keeps the last record of each."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "training_log.json").write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n"
+                                                   for i in (19, 39, 59)))
+    proc = run_tool(*det_args(tiny_data, out, 4, "SOLVER.CHECKPOINT_PERIOD", "4"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    its = [json.loads(line)["iteration"] for line in (out / "training_log.json").read_text().splitlines()]
+    assert its == sorted(its) and 59 not in its
+    (out / "training_log.json").write_text("".join(json.dumps({"iteration": i, "total_loss": float(i)}) + "\n"
+                                                   for i in (1, 3, 5, 3, 5, 7)))
+    rows = load_run(out).train_log
+    assert [r["iteration"] for r in rows] == [1, 3, 5, 7]

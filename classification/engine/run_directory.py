@@ -5,7 +5,8 @@ written):
   duplicate main job -- stops at once instead of mixing its files with the first's. The lock is an flock: it
   ends with the process, also when killed, so a crashed run never leaves a stale lock behind;
 - no silent overwrite: a directory that holds a run (a checkpoint, final weights or metrics) is continued only
-  with --resume."""
+  with --resume, and --resume keeps the run's settings: a resume whose settings differ from those the run
+  recorded (beyond the schedule length and bookkeeping) is refused before anything is rewritten."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import fcntl
 import os
 from pathlib import Path
 
-__all__ = ["RunDirectoryBusy", "lock_run_directory", "refuse_existing_run", "LOCK_NAME", "RUN_FILES"]
+__all__ = ["RunDirectoryBusy", "lock_run_directory", "refuse_existing_run", "refuse_changed_settings",
+           "refuse_symlinks", "LOCK_NAME", "RUN_FILES"]
 
 LOCK_NAME = ".run.lock"
 RUN_FILES = ("last_checkpoint", "model_final.pth", "metrics.json")  # any of them: the directory holds a run
@@ -54,3 +56,38 @@ def refuse_existing_run(output_dir: str | os.PathLike, *, resume: bool, what: st
     if found and not resume:
         raise SystemExit(f"error: {flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "
                          "and overwrite it. Pass --resume to continue that run, or choose another " + flag + ".")
+
+
+def _flatten(d, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        out.update(_flatten(v, key + ".") if isinstance(v, dict) else {key: v})
+    return out
+
+
+def refuse_changed_settings(recorded: dict, now: dict, *, allowed: tuple[str, ...], source: str) -> None:
+    """SystemExit listing the settings a --resume would change (other than `allowed` keys): the run keeps the
+    settings it recorded in `source` (a failed resume with other settings used to rewrite them)."""
+    old, new = _flatten(recorded), _flatten(now)
+    changed = [f"{k}: {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in sorted(set(old) | set(new))
+               if old.get(k) != new.get(k) and k not in allowed]
+    if changed:
+        raise SystemExit(f"error: --resume with settings other than the run's ({source}): {'; '.join(changed[:6])}"
+                         f"{' ...' if len(changed) > 6 else ''}. A resumed run keeps its settings; to change them, "
+                         "start a new output directory")
+
+
+def refuse_symlinks(output_dir: str | os.PathLike) -> None:
+    """SystemExit if an entry of the run directory is a symbolic link: a run writes config.yaml, log.txt, metrics
+    and checkpoints there, and through a link it would overwrite a file outside the run. (The directory itself
+    may be a link, e.g. to a larger disk.)"""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return
+    links = sorted(p for p in out.iterdir() if p.is_symlink())
+    if links:
+        shown = ", ".join(f"{p.name} -> {os.readlink(p)}" for p in links[:3])
+        raise SystemExit(f"error: {out} holds symbolic links ({shown}{' ...' if len(links) > 3 else ''}); a run "
+                         "writes its files there and would write through them. Remove the links or choose another "
+                         "output directory")

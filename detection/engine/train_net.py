@@ -4,21 +4,29 @@ train_net.py interface. Lives in the installed package so submitit can unpickle 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 
 import torch
+import yaml
 from detectron2.engine import default_setup
 from detectron2.utils import comm
 
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
-from classification.engine.run_directory import lock_run_directory, refuse_existing_run
+from classification.engine.run_directory import (
+    lock_run_directory,
+    refuse_changed_settings,
+    refuse_existing_run,
+    refuse_symlinks,
+)
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
 from ..config import get_detection_cfg
 from ..datasets import register_coco, register_voc
+from ..safe_yaml import load_yaml
 from .trainer import Trainer
 
 __all__ = ["build_parser", "setup", "main", "launch", "run", "DEFAULT_CONFIG"]
@@ -26,6 +34,10 @@ __all__ = ["build_parser", "setup", "main", "launch", "run", "DEFAULT_CONFIG"]
 logger = logging.getLogger("detection.engine")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # No --config-file: ResNet-101 C4 (the paper's detector) on the embedded default dataset at smoke scale.
+# What a --resume may change: the schedule's length and bookkeeping (extending a finished run), the weights (unused
+# when resuming), where it runs.
+RESUME_MAY_CHANGE = ("SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD", "TEST.EVAL_PERIOD", "MODEL.WEIGHTS",
+                     "MODEL.DEVICE", "OUTPUT_DIR")
 DEFAULT_CONFIG = [os.path.join(REPO_ROOT, "configs", "COCO-Detection", "faster_rcnn_R_101_C4.yaml"),
                   os.path.join(REPO_ROOT, "configs", "Embedded-Detection", "smoke.yaml")]
 
@@ -97,7 +109,12 @@ def setup(args: argparse.Namespace):
                          "--resume with an OUTPUT_DIR that holds a checkpoint); it would evaluate a random model")
     if comm.get_rank() == 0:  # before anything is written: a second run into OUTPUT_DIR stops here
         lock_run_directory(cfg.OUTPUT_DIR)
+        refuse_symlinks(cfg.OUTPUT_DIR)
     check_output_dir(cfg, args)
+    recorded = os.path.join(cfg.OUTPUT_DIR, "config.yaml")
+    if args.resume and not args.eval_only and os.path.isfile(recorded):  # before default_setup rewrites it
+        refuse_changed_settings(load_yaml(recorded) or {}, yaml.safe_load(cfg.dump()), allowed=RESUME_MAY_CHANGE,
+                                source=recorded)
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
@@ -114,6 +131,12 @@ def main(args: argparse.Namespace):
             cfg.MODEL.WEIGHTS
         checkpointer.load_for_evaluation(path)
         return Trainer.test(cfg, model)
+    if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
+        # training starts at iteration 0: the per-iteration log of a run killed before its first checkpoint goes,
+        # so the two runs' iterations do not mix in one training_log.json (the report plots it)
+        for name in ("training_log.json", "progress.json"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(cfg.OUTPUT_DIR, name))
     trainer = Trainer(cfg)
     trainer.resume_or_load(resume=args.resume)
     return trainer.train()

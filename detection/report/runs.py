@@ -91,7 +91,10 @@ def _read_train_log(path: Path) -> list[dict]:
                 continue  # a line cut by a crash
             if isinstance(row, dict):
                 rows.append(row)
-    return rows
+    # A resumed run appends from its checkpoint on: the iterations logged after it by the interrupted attempt
+    # appear twice. Keep the last record of each iteration, in iteration order.
+    last = {r["iteration"]: r for r in rows if isinstance(r.get("iteration"), int)}
+    return [last[i] for i in sorted(last)] + [r for r in rows if not isinstance(r.get("iteration"), int)]
 
 
 def _mean_curve(curves: dict[str, list]) -> list[float | None]:
