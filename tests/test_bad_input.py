@@ -517,3 +517,22 @@ def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny
                                                    for i in (1, 3, 5, 3, 5, 7)))
     rows = load_run(out).train_log
     assert [r["iteration"] for r in rows] == [1, 3, 5, 7]
+
+
+@pytest.mark.parametrize("backend", ["pycocotools", "faster_coco_eval"])
+def test_coco_evaluation_refuses_non_finite_detections_in_every_backend(backend):
+    """pycocotools scored NaN scores silently (AP 43.56) where faster-coco-eval and the VOC evaluator refused."""
+    from pycocotools.coco import COCO
+
+    from detection.evaluation.coco import evaluate_coco
+
+    gt = COCO()
+    gt.dataset = {"images": [{"id": 1, "width": 50, "height": 50}], "categories": [{"id": 1, "name": "x"}],
+                  "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [5, 5, 20, 20], "area": 400,
+                                   "iscrowd": 0}]}
+    gt.createIndex()
+    good = {"image_id": 1, "category_id": 1, "bbox": [5, 5, 20, 20], "score": 0.9}
+    assert evaluate_coco(gt, [good], backend=backend).stats["AP50"] == pytest.approx(100.0)
+    for bad in ({**good, "score": float("nan")}, {**good, "bbox": [5, 5, float("inf"), 20]}):
+        with pytest.raises(ValueError, match="non-finite score or box"):
+            evaluate_coco(gt, [good, bad], backend=backend)

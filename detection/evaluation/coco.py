@@ -61,6 +61,11 @@ def evaluate_coco(coco_gt, results: list[dict], *, backend: str = "faster_coco_e
     cat_ids = sorted(coco_gt.getCatIds())
     names = [c["name"] for c in coco_gt.loadCats(cat_ids)]
     rec_thrs = [round(x, 2) for x in np.linspace(0.0, 1.0, 101)]
+    bad = [r for r in results
+           if not (np.isfinite(r.get("score", np.nan)) and np.all(np.isfinite(r.get("bbox", [np.nan]))))]
+    if bad:  # pycocotools ranked NaN scores arbitrarily and scored them (AP 43.56 measured); faster-coco-eval refused
+        raise ValueError(f"{len(bad)} of {len(results)} detections have a non-finite score or box, e.g. {bad[0]}; "
+                         "refusing to score them (in every back end)")
     if not results:
         zero = dict.fromkeys(COCO_STATS, 0.0)
         per_cat = {n: {"AP": 0.0, "AP50": 0.0, "AP75": 0.0} for n in names}
