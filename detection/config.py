@@ -51,6 +51,9 @@ def add_backbones_config(cfg: CN) -> CN:
     cfg.MODEL.RPN.MATCH_INSIDE_ONLY = False
     cfg.EVAL = CN()
     cfg.EVAL.COCO_BACKEND = "faster_coco_eval"  # or "pycocotools" (official, ~8x slower, same numbers)
+    # COCO-style AP of a dataset without a COCO json (VOC): "ignore" difficult objects (crowd regions, VOC-style) or
+    # count them as "ground_truth" (Detectron2's converter); metrics.json records which, beside the numbers
+    cfg.EVAL.VOC_DIFFICULT_IN_COCO_AP = "ignore"
     return cfg
 
 

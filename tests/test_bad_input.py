@@ -536,3 +536,28 @@ def test_coco_evaluation_refuses_non_finite_detections_in_every_backend(backend)
     for bad in ({**good, "score": float("nan")}, {**good, "bbox": [5, 5, float("inf"), 20]}):
         with pytest.raises(ValueError, match="non-finite score or box"):
             evaluate_coco(gt, [good, bad], backend=backend)
+
+
+def test_coco_ap_on_voc_data_says_how_difficult_objects_count_and_offers_detectron2s_convention(tiny_data,
+                                                                                                 tmp_path):
+    """COCO-style AP on VOC data marks difficult objects as crowd (ignored); Detectron2's converter keeps them as
+    ground truth (up to 20 points lower). Both are available; the one used is recorded beside the numbers."""
+    from detectron2.structures import BoxMode
+
+    from detection.evaluation.coco import VOC_DIFFICULT, write_coco_ground_truth
+
+    name = "bad_input_voc_difficult"
+    box = {"bbox": [1, 1, 9, 9], "bbox_mode": BoxMode.XYXY_ABS, "category_id": 0}
+    DatasetCatalog.register(name, lambda: [{"file_name": str(tiny_data / "x.jpg"), "image_id": "a", "height": 20,
+                                            "width": 20, "annotations": [box, {**box, "difficult": 1}]}])
+    MetadataCatalog.get(name).thing_classes = ["x"]
+    n_difficult = 1
+    for policy in VOC_DIFFICULT:
+        path = tmp_path / f"{policy}.json"
+        write_coco_ground_truth(name, str(path), difficult=policy)
+        crowd = sum(a["iscrowd"] for a in json.loads(path.read_text())["annotations"])
+        assert crowd == (n_difficult if policy == "ignore" else 0)
+    with pytest.raises(ValueError, match="VOC_DIFFICULT_IN_COCO_AP must be one of"):
+        write_coco_ground_truth(name, str(tmp_path / "x.json"), difficult="drop")
+    evaluator = COCOEvaluator(name, str(tmp_path), voc_difficult="ground_truth")
+    assert evaluator.conventions["difficult_objects"] == VOC_DIFFICULT["ground_truth"]

@@ -212,13 +212,14 @@ class Trainer(DefaultTrainer):
         if evaluators is not None and len(evaluators) != len(cfg.DATASETS.TEST):
             raise ValueError(f"{len(evaluators)} evaluators for {len(cfg.DATASETS.TEST)} DATASETS.TEST entries")
         results: OrderedDict = OrderedDict()
-        timing = {}
+        timing, conventions = {}, {}
         for i, name in enumerate(cfg.DATASETS.TEST):
             loader = cls.build_test_loader(cfg, name)
             evaluator = evaluators[i] if evaluators is not None else cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
             results[name] = inference_on_dataset(model, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
+            conventions[name] = getattr(evaluator, "conventions", {})
         if comm.is_main_process():
             completed = None
             try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER ...
@@ -227,7 +228,7 @@ class Trainer(DefaultTrainer):
             except AssertionError:  # evaluation outside training (--eval-only)
                 pass
             write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
-                          {"iterations_completed": completed, "eval_seconds": timing,
+                          {"iterations_completed": completed, "eval_seconds": timing, "conventions": conventions,
                            "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS,
                            "datasets": {name: dataset_files(name) for name in cfg.DATASETS.TEST}})
         return results if len(results) > 1 else next(iter(results.values()), results)

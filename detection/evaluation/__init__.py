@@ -18,4 +18,5 @@ def build_evaluator(cfg, dataset_name: str, output_dir: str | None = None, distr
         return VOCSubmissionWriter(dataset_name, output_dir, distributed=distributed)
     if kind == "pascal_voc":
         return VOCDetectionEvaluator(dataset_name, output_dir, distributed=distributed)
-    return COCOEvaluator(dataset_name, output_dir, backend=cfg.EVAL.COCO_BACKEND, distributed=distributed)
+    return COCOEvaluator(dataset_name, output_dir, backend=cfg.EVAL.COCO_BACKEND, distributed=distributed,
+                         voc_difficult=cfg.EVAL.VOC_DIFFICULT_IN_COCO_AP)

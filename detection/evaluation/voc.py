@@ -38,7 +38,9 @@ def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric
     """gt: image_id -> (boxes [N,4] 1-based, difficult [N] bool); dets: (image_id, score, box 1-based).
     Returns (recall, precision, ap) as py-faster-rcnn's voc_eval. Refuses what it cannot score correctly: a
     non-finite score (sorting by it would misorder the valid detections) or an image without ground truth entry
-    (the references raise too). A class without non-difficult ground truth gets AP 0, as the references."""
+    (the references raise too). A class without non-difficult ground truth gets AP 0: as py-faster-rcnn's and
+    Detectron2's voc_eval for the 07 (11-point) metric; for the area metric theirs divide by zero and give NaN
+    when the class has detections (which makes their mean NaN), 0 when it has none."""
     bad = next((d for d in dets if not np.isfinite(d[1])), None)
     if bad is not None:
         raise FloatingPointError(f"detection score {bad[1]} on image {bad[0]!r}: scores must be finite numbers")
@@ -129,7 +131,8 @@ class VOCDetectionEvaluator(DatasetEvaluator):
         for c, name in enumerate(self._class_names):
             if not any((~d).any() for _, d in gt[c].values()):
                 logger.warning(f"{self._dataset_name}: class {name!r} has no non-difficult ground truth; its AP "
-                               "counts as 0 in the mean, as in the VOC devkit and Detectron2")
+                               "counts as 0 in the mean. (py-faster-rcnn / Detectron2: 0 for the 07 metric; for the "
+                               "area metric NaN if it has detections, which makes their mAP NaN)")
         ap07, ap_area, per_iou, curves = {}, {}, defaultdict(list), {}
         for c, name in enumerate(self._class_names):
             dets = preds.get(c, [])

@@ -62,6 +62,7 @@ class RunResult:
     pr: dict[str, dict] = field(default_factory=dict)  # "iou50"/"iou75" -> {"recall": [...], "precision": [...]}
     train_log: list[dict] = field(default_factory=list)
     dataset_files: dict = field(default_factory=dict)  # json_file / image_root of the evaluated dataset
+    conventions: dict = field(default_factory=dict)  # how the evaluator scored (back end, difficult objects)
     gmacs: float | None = None
 
     @property
@@ -169,6 +170,7 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     if run.dataset not in evaluation:
         run.dataset = next(iter(evaluation), run.dataset)
     run.dataset_files = (metrics.get("datasets") or {}).get(run.dataset, {})
+    run.conventions = (metrics.get("conventions") or {}).get(run.dataset, {}) or {}
     bbox = (evaluation.get(run.dataset) or {}).get("bbox", {})
     if not bbox:
         submission = (evaluation.get(run.dataset) or {}).get("submission")

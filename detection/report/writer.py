@@ -158,7 +158,9 @@ def _condition_notes(groups: list[RunGroup]) -> list[str]:
             f"{g.name}: {r.backbone} x{r.width:g}, {init}; norm {bb.get('NORM', '?')}, FREEZE_AT "
             f"{bb.get('FREEZE_AT', '?')}; trained on {', '.join(r.train_datasets) or '?'} for {r.iterations} "
             f"iterations of {solver.get('IMS_PER_BATCH', '?')} images (lr {solver.get('BASE_LR', '?')}, weight decay "
-            f"{solver.get('WEIGHT_DECAY', '?')}), evaluated on {r.dataset or '?'}; seeds: {seeds}.")
+            f"{solver.get('WEIGHT_DECAY', '?')}), evaluated on {r.dataset or '?'}"
+            + (f" ({', '.join(f'{k}: {v}' for k, v in r.conventions.items())})" if r.conventions else "")
+            + f"; seeds: {seeds}.")
     diff = differing_keys([g for g in groups if g.first.config])
     if len(groups) > 1:
         if diff:
