@@ -561,3 +561,50 @@ def test_coco_ap_on_voc_data_says_how_difficult_objects_count_and_offers_detectr
         write_coco_ground_truth(name, str(tmp_path / "x.json"), difficult="drop")
     evaluator = COCOEvaluator(name, str(tmp_path), voc_difficult="ground_truth")
     assert evaluator.conventions["difficult_objects"] == VOC_DIFFICULT["ground_truth"]
+
+
+def test_train_and_evaluation_class_lists_must_agree(tmp_path):
+    """An imagefolder val missing a class scored 50% on a task learnt to 100%; a stray train/.ipynb_checkpoints
+    became class 0 (top-1 0%); a COCO val with renumbered category ids dropped AP50 53.8 -> 33.7."""
+    from classification.engine.trainer import build_datasets
+    from detection.engine.data import check_test_datasets
+
+    for split, classes in (("train", ("a", "b", ".ipynb_checkpoints")), ("val", ("a",))):
+        for c in classes:
+            (tmp_path / split / c).mkdir(parents=True)
+            if not c.startswith("."):
+                Image.new("RGB", (8, 8)).save(tmp_path / split / c / "0.png")
+    cfg = ClsConfig(dataset="imagefolder", data_root=str(tmp_path), output_dir=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match=r"val's classes differ from train's \(missing in val: \['b'\]"):
+        build_datasets(cfg)
+    (tmp_path / "val" / "b").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "val" / "b" / "0.png")
+    train, val, _ = build_datasets(cfg)
+    assert train.classes == val.classes == ["a", "b"]  # the hidden directory is not a class
+    (tmp_path / "train" / "c").mkdir()
+    (tmp_path / "val" / "c").mkdir()
+    with pytest.raises(ValueError, match=r"class directories without images: \['c'\]"):
+        build_datasets(cfg)
+
+    def coco(path, ids):
+        Image.new("RGB", (20, 20)).save(tmp_path / "i.jpg")
+        path.write_text(json.dumps({"images": [{"id": 1, "file_name": "i.jpg", "width": 20, "height": 20}],
+                                    "annotations": [{"id": 1, "image_id": 1, "category_id": ids[0], "iscrowd": 0,
+                                                     "area": 4, "bbox": [1, 1, 5, 5]}],
+                                    "categories": [{"id": i, "name": n} for i, n in zip(ids, ("cat", "dog"))]}))
+
+    from detection.datasets import register_coco
+
+    coco(tmp_path / "tr.json", (1, 2))
+    coco(tmp_path / "va.json", (2, 1))  # the same names, renumbered and so re-ordered
+    register_coco("cls_check_train", str(tmp_path / "tr.json"), str(tmp_path))
+    register_coco("cls_check_val", str(tmp_path / "va.json"), str(tmp_path))
+    DatasetCatalog.get("cls_check_train")
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", [
+        "DATASETS.TRAIN", '("cls_check_train",)', "DATASETS.TEST", '("cls_check_val",)'], read_weights=False)
+    with pytest.raises(ValueError, match="numbers its categories|has classes"):
+        check_test_datasets(cfg)
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", [
+        "DATASETS.TRAIN", '("cls_check_train",)', "DATASETS.TEST", '("no_such_val",)'], read_weights=False)
+    with pytest.raises(KeyError, match="'no_such_val' is not a registered dataset"):
+        check_test_datasets(cfg)

@@ -44,7 +44,8 @@ class ImageFolderDataset(Dataset):
         split_dir = Path(root) / split
         if not split_dir.is_dir():
             raise FileNotFoundError(f"image folder split not found: {split_dir}")
-        self.classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir())
+        # hidden directories (.ipynb_checkpoints, .git) are not classes: one used to become class 0
+        self.classes = sorted(d.name for d in split_dir.iterdir() if d.is_dir() and not d.name.startswith("."))
         if not self.classes:
             raise ValueError(f"{split_dir}: no class sub-directories")
         self.samples = [(str(p), label) for label, c in enumerate(self.classes)

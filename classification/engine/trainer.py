@@ -57,6 +57,16 @@ def build_datasets(cfg: ClsConfig):
         val_tf = {"center": eval_transform(mean, std), "ten-crop": eval_transform(mean, std, crop=None),
                   "multi-scale": eval_transform(mean, std, resize=None, crop=None)}[cfg.test_mode]
         val = ImageFolderDataset(cfg.data_root, "val", val_tf, cfg.on_error)
+        if val.classes != train.classes:  # labels are indices into the sorted class list: they must be the same
+            missing = sorted(set(train.classes) - set(val.classes))
+            extra = sorted(set(val.classes) - set(train.classes))
+            raise ValueError(f"{cfg.data_root}: val's classes differ from train's (missing in val: {missing[:5]}, "
+                             f"not in train: {extra[:5]}); a label would mean another class")
+        used = {label for _, label in train.samples}
+        empty = [c for i, c in enumerate(train.classes) if i not in used]
+        if len(train.classes) < 2 or empty:
+            raise ValueError(f"{cfg.data_root}/train: " + (f"class directories without images: {empty[:5]}" if empty
+                             else f"only {len(train.classes)} class; classification needs at least 2"))
     else:
         small_train, small_test = cifar_train_transform(mean, std), eval_transform(mean, std, resize=None, crop=None)
         if cfg.dataset == "cifar10":

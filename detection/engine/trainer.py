@@ -32,7 +32,7 @@ from classification.engine.progress import ProgressFile
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
-from .data import build_test_loader, build_train_loader
+from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
 
 __all__ = ["Trainer", "create_ddp_model", "write_metrics", "FAILURE_FILE"]
@@ -117,6 +117,7 @@ class Trainer(DefaultTrainer):
         model = self.build_model(cfg)
         optimizer = self.build_optimizer(cfg, model)
         data_loader = self.build_train_loader(cfg)
+        check_test_datasets(cfg)  # now, not after training
         model = create_ddp_model(model)
         use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
         self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
