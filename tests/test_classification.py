@@ -162,7 +162,7 @@ def test_ddp_gloo_two_processes(tmp_path):
     assert (out / "model_final.pth").is_file() and (out / "metrics.json").is_file()
     again = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--output-dir", out, "--iterations", "4",
                      timeout=120)
-    assert again.returncode != 0 and "pass --resume" in again.stderr
+    assert again.returncode != 0 and "Pass --resume to continue that run" in again.stderr
 
 
 @pytest.mark.slow
