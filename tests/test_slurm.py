@@ -47,6 +47,15 @@ def _wait(job_id: str, tmp_path, timeout: float = 300) -> None:
     pytest.fail(f"Slurm job {job_id} still queued or running after {timeout:.0f} s:\n{logs}")
 
 
+def _submit_until_first_checkpoint(argv, out, tmp_path) -> str:
+    job = _submit(argv, tmp_path)
+    deadline = time.time() + 240
+    while not (out / "last_checkpoint").is_file():
+        assert time.time() < deadline, _job_log(job, tmp_path)
+        time.sleep(0.5)
+    return job
+
+
 def _job_log(job_id: str, tmp_path) -> str:
     return "".join(f.read_text() for f in sorted((tmp_path / "jobs").glob(f"{job_id}/*_log.*")))
 
@@ -83,11 +92,7 @@ def test_train_det_on_a_cpu_partition_matches_a_local_run(slurm_cluster, tiny_da
 def test_submitit_preemption_resumes_to_the_uninterrupted_weights(slurm_cluster, tiny_data, tmp_path,
                                                                  local_reference):
     out = tmp_path / "run"
-    job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
-    deadline = time.time() + 240
-    while not (out / "last_checkpoint").is_file():
-        assert time.time() < deadline, _job_log(job, tmp_path)
-        time.sleep(0.5)
+    job = _submit_until_first_checkpoint(_det(tiny_data, out, *_slurm(tmp_path)), out, tmp_path)
     subprocess.run(["scancel", "--signal=USR2", job], check=True)  # what Slurm sends before preempting
     _wait(job, tmp_path)
     log = _job_log(job, tmp_path)
@@ -102,11 +107,7 @@ def test_a_slurm_side_requeue_resumes_to_the_uninterrupted_weights(slurm_cluster
     """`scontrol requeue` (also node failure, preemption without the user signal) re-runs the original
     submission, without --resume: SLURM_RESTART_COUNT tells it to resume instead of refusing OUTPUT_DIR."""
     out = tmp_path / "run"
-    job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
-    deadline = time.time() + 240
-    while not (out / "last_checkpoint").is_file():
-        assert time.time() < deadline, _job_log(job, tmp_path)
-        time.sleep(0.5)
+    job = _submit_until_first_checkpoint(_det(tiny_data, out, *_slurm(tmp_path)), out, tmp_path)
     subprocess.run(["scontrol", "requeue", job], check=True)
     time.sleep(2)
     _wait(job, tmp_path)
