@@ -19,7 +19,7 @@ from detectron2.config import get_cfg
 from .safe_yaml import ConfigFileError, load_yaml
 
 __all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions", "check_config_file",
-           "ConfigFileError"]
+           "check_run_config", "ConfigFileError"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,45 @@ def add_backbones_config(cfg: CN) -> CN:
     # count them as "ground_truth" (Detectron2's converter); metrics.json records which, beside the numbers
     cfg.EVAL.VOC_DIFFICULT_IN_COCO_AP = "ignore"
     return cfg
+
+
+def check_run_config(cfg: CN) -> None:
+    """Values a training or evaluation run cannot use, refused before anything starts, naming the key (they used
+    to fail later with a bare KeyError or assertion, or train something else: "diverged at iteration 0")."""
+    import math
+
+    def finite(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    problems = []
+    for key in ("MODEL.PIXEL_MEAN", "MODEL.PIXEL_STD"):
+        v = list(cfg.MODEL[key.split(".")[1]])
+        if len(v) != 3 or not all(finite(x) for x in v):
+            problems.append(f"{key} {v}: three finite numbers, one per channel")
+        elif key.endswith("STD") and min(v) <= 0:
+            problems.append(f"{key} {v}: standard deviations must be > 0")
+    for key, low in (("MODEL.ROI_HEADS.NUM_CLASSES", 1), ("SOLVER.IMS_PER_BATCH", 1), ("SOLVER.MAX_ITER", 1),
+                     ("SOLVER.CHECKPOINT_PERIOD", 1)):
+        node = cfg
+        for part in key.split("."):
+            node = node[part]
+        if isinstance(node, bool) or not isinstance(node, int) or node < low:
+            problems.append(f"{key} {node!r}: an integer >= {low}")
+    width = cfg.MODEL.BACKBONES.WIDTH
+    if not finite(width) or not 0 < width <= 16:
+        problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, 16]")
+    if not str(cfg.OUTPUT_DIR).strip():
+        problems.append('OUTPUT_DIR "": a run needs a directory for its outputs')
+    from .evaluation.coco import COCO_BACKENDS
+
+    if cfg.EVAL.COCO_BACKEND not in COCO_BACKENDS:
+        problems.append(f"EVAL.COCO_BACKEND {cfg.EVAL.COCO_BACKEND!r}: one of {list(COCO_BACKENDS)}")
+    head, feats = cfg.MODEL.ROI_HEADS.NAME, list(cfg.MODEL.BACKBONES.OUT_FEATURES)
+    if head in ("BackbonesRes5ROIHeads", "BackbonesVGGROIHeads") and list(cfg.MODEL.ROI_HEADS.IN_FEATURES) != feats:
+        problems.append(f"MODEL.ROI_HEADS.IN_FEATURES {list(cfg.MODEL.ROI_HEADS.IN_FEATURES)} with "
+                        f"MODEL.BACKBONES.OUT_FEATURES {feats}: the {head} head pools the trunk's one output")
+    if problems:
+        raise ValueError("config: " + "; ".join(problems))
 
 
 def apply_weights_conventions(cfg: CN) -> dict:

@@ -608,3 +608,24 @@ def test_train_and_evaluation_class_lists_must_agree(tmp_path):
         "DATASETS.TRAIN", '("cls_check_train",)', "DATASETS.TEST", '("no_such_val",)'], read_weights=False)
     with pytest.raises(KeyError, match="'no_such_val' is not a registered dataset"):
         check_test_datasets(cfg)
+
+
+@pytest.mark.parametrize("opts,match", [
+    (["MODEL.PIXEL_MEAN", "[1.0, 2.0]"], "MODEL.PIXEL_MEAN .*three finite numbers"),
+    (["MODEL.PIXEL_STD", "[0.0, 1.0, 1.0]"], "MODEL.PIXEL_STD .*must be > 0"),
+    (["MODEL.ROI_HEADS.NUM_CLASSES", "-1"], "MODEL.ROI_HEADS.NUM_CLASSES -1: an integer >= 1"),
+    (["SOLVER.IMS_PER_BATCH", "0"], "SOLVER.IMS_PER_BATCH 0"),
+    (["SOLVER.CHECKPOINT_PERIOD", "0"], "SOLVER.CHECKPOINT_PERIOD 0"),
+    (["SOLVER.MAX_ITER", "-1"], "SOLVER.MAX_ITER -1"),
+    (["MODEL.BACKBONES.WIDTH", "1e9"], "WIDTH 1000000000.0: a channel multiplier"),
+    (["OUTPUT_DIR", ""], 'OUTPUT_DIR "": a run needs a directory'),
+    (["EVAL.COCO_BACKEND", "cocoapi"], "EVAL.COCO_BACKEND 'cocoapi'"),
+    (["MODEL.BACKBONES.OUT_FEATURES", '["res5"]'], "IN_FEATURES .* with MODEL.BACKBONES.OUT_FEATURES"),
+])
+def test_unusable_config_values_are_refused_naming_the_key(opts, match):
+    """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""
+    from detection.config import check_run_config
+
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", opts, read_weights=False)
+    with pytest.raises(ValueError, match=match):
+        check_run_config(cfg)

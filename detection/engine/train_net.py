@@ -24,7 +24,7 @@ from classification.engine.run_directory import (
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
-from ..config import get_detection_cfg
+from ..config import check_run_config, get_detection_cfg
 from ..datasets import register_coco, register_voc
 from ..safe_yaml import load_yaml
 from .trainer import Trainer
@@ -103,6 +103,7 @@ def setup(args: argparse.Namespace):
     cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=False)
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
     cfg.freeze()
+    check_run_config(cfg)
     if args.eval_only and not cfg.MODEL.WEIGHTS and not (
             args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
         raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "
