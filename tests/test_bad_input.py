@@ -150,7 +150,7 @@ def test_coco_ap_of_a_voc_dataset_with_difficult_objects(tiny_data, tmp_path):
     DatasetCatalog.register("tiny_voc_val_hard", lambda: records)
     MetadataCatalog.get("tiny_voc_val_hard").set(thing_classes=MetadataCatalog.get("tiny_voc_val").thing_classes)
     ev = COCOEvaluator("tiny_voc_val_hard", str(tmp_path), distributed=False)
-    gt = json.loads((tmp_path / "tiny_voc_val_hard_coco_format.json").read_text())
+    gt = json.loads((tmp_path / "tiny_voc_val_hard_coco_format_difficult_ignore.json").read_text())
     assert all(isinstance(im["id"], int) for im in gt["images"]) and sum(a["iscrowd"] for a in gt["annotations"]) == 1
     ev.reset()
     for rec in records:  # perfect detections of the non-difficult objects only
