@@ -34,7 +34,7 @@ from .weight_formats import (
 )
 
 __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
-           "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta"]
+           "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta", "unusable_values"]
 
 CLASSIFIER_PREFIX = "fc."
 # (stride_in_1x1 must match too, but is checked from WeightsMeta.stride_in_1x1, which every format sets, not arch)
@@ -157,7 +157,7 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
     return out
 
 
-def _bad_values(converted: Mapping[str, Any], model_sd: Mapping[str, torch.Tensor]) -> list[str]:
+def unusable_values(converted: Mapping[str, Any], model_sd: Mapping[str, torch.Tensor]) -> list[str]:
     """Tensors no model should be loaded with: inf/NaN, or integers (e.g. an int8 safetensors) for float ones."""
     bad = []
     for k, v in converted.items():
@@ -217,7 +217,7 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
                              if k in model_sd and tuple(v.shape) != tuple(model_sd[k].shape)]
     report.option_mismatches = _convention_mismatches(model, meta)
     bad_shapes = {k for k, _, _ in report.shape_mismatch}
-    report.bad_values = _bad_values(converted, model_sd)
+    report.bad_values = unusable_values(converted, model_sd)
     unusable = bad_shapes | {b.split(": ", 1)[0] for b in report.bad_values}  # never loaded, strict or not
     report.loaded = [k for k in converted if k in model_sd and k not in unusable]
     if strict and not report.ok:

@@ -21,7 +21,7 @@ import torch
 from detectron2.checkpoint import DetectionCheckpointer
 
 from backbones.checkpoint_io import atomic_torch_save, atomic_write_text
-from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file
+from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file, unusable_values
 
 __all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
 
@@ -86,13 +86,11 @@ class BackbonesCheckpointer(DetectionCheckpointer):
         unexpected = [k for k in sd if k not in model_sd and not k.endswith(optional)]
         shapes = [f"{k} {tuple(sd[k].shape)} vs {tuple(model_sd[k].shape)}" for k in sd
                   if k in model_sd and torch.is_tensor(sd[k]) and sd[k].shape != model_sd[k].shape]
-        kinds = [f"{k} ({sd[k].dtype})" for k in sd if k in model_sd and torch.is_tensor(sd[k])
-                 and model_sd[k].is_floating_point() and not sd[k].is_floating_point()]
-        nonfinite = [k for k, v in sd.items() if torch.is_tensor(v) and v.is_floating_point()
-                     and not torch.isfinite(v).all()]
+        bad = unusable_values(sd, model_sd)  # the check load_pretrained applies to backbone weights
         for what, keys in (("missing in the checkpoint", missing), ("not in this model", unexpected),
-                           ("shape differs", shapes), ("integer tensors for float parameters", kinds),
-                           ("inf/NaN values", nonfinite)):
+                           ("shape differs", shapes),
+                           ("integer tensors for float parameters", [b for b in bad if "inf/NaN" not in b]),
+                           ("inf/NaN values", [b for b in bad if "inf/NaN" in b])):
             if keys:
                 problems.append(f"{len(keys)} {what}, e.g. {keys[:3]}")
         if problems:

@@ -14,11 +14,12 @@ import fcntl
 import os
 from pathlib import Path
 
-__all__ = ["RunDirectoryBusy", "lock_run_directory", "refuse_existing_run", "refuse_changed_settings",
-           "refuse_symlinks", "LOCK_NAME", "RUN_FILES"]
+__all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
+           "refuse_changed_settings", "refuse_symlinks", "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
 
 LOCK_NAME = ".run.lock"
 RUN_FILES = ("last_checkpoint", "model_final.pth", "metrics.json")  # any of them: the directory holds a run
+FAILURE_FILE = "failure.json"  # a run's record that it raised (detection's Trainer.train); removed when a resume ends
 _held: dict[str, object] = {}  # path -> open file: the lock lives as long as this process
 
 
@@ -91,3 +92,17 @@ def refuse_symlinks(output_dir: str | os.PathLike) -> None:
         raise SystemExit(f"error: {out} holds symbolic links ({shown}{' ...' if len(links) > 3 else ''}); a run "
                          "writes its files there and would write through them. Remove the links or choose another "
                          "output directory")
+
+
+def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: bool, recorded: dict | None,
+                        now: dict, may_change: tuple[str, ...], source: str, what: str = "train into it",
+                        flag: str = "OUTPUT_DIR") -> None:
+    """The rules in the order a run applies them, before it writes anything: the writer (global rank 0) takes the
+    lock and refuses symbolic links; an existing run needs --resume; a resume keeps the settings the run recorded
+    (`recorded`, read from `source`; None when there is none) but for the keys in `may_change`."""
+    if writer:
+        lock_run_directory(output_dir)
+        refuse_symlinks(output_dir)
+    refuse_existing_run(output_dir, resume=resume, what=what, flag=flag)
+    if resume and recorded is not None:
+        refuse_changed_settings(recorded, now, allowed=may_change, source=source)

@@ -15,7 +15,7 @@ import torch
 from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
-from .run_directory import lock_run_directory, refuse_changed_settings, refuse_existing_run, refuse_symlinks
+from .run_directory import claim_run_directory
 from .slurm import add_cluster_arguments, submit
 from .trainer import train
 
@@ -36,14 +36,12 @@ def main(args: argparse.Namespace) -> dict:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(name)s] %(message)s")
     cfg = config_from_args(args)
     out = Path(cfg.output_dir)
-    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
-        lock_run_directory(out)  # before anything is written: a second run into the directory stops here
-        refuse_symlinks(out)
-    refuse_existing_run(out, resume=args.resume, flag="--output-dir")
-    if args.resume and (out / "config.json").is_file():  # before the trainer rewrites it
-        refuse_changed_settings(json.loads((out / "config.json").read_text()), json.loads(json.dumps(asdict(cfg))),
-                                allowed=("iterations", "eval_period", "checkpoint_period", "output_dir", "workers"),
-                                source=str(out / "config.json"))
+    recorded = out / "config.json"
+    claim_run_directory(out, resume=args.resume, flag="--output-dir",
+                        writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
+                        recorded=json.loads(recorded.read_text()) if args.resume and recorded.is_file() else None,
+                        now=json.loads(json.dumps(asdict(cfg))), source=str(recorded),
+                        may_change=("iterations", "eval_period", "checkpoint_period", "output_dir", "workers"))
     result = train(cfg)
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         print(json.dumps({"final": result["final"], "checkpoint": result["checkpoint"],

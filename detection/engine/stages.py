@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from classification.engine.run_directory import FAILURE_FILE
+
 __all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
            "STAGE_FILE", "REPO"]
 
@@ -44,7 +46,7 @@ class JobStage:
     def done(self) -> bool:
         """Finished = the final checkpoint and its evaluation exist (metrics.json is also written by a failed
         evaluation of a finished run, so both are required)."""
-        final = (self.out / "model_final.pth").is_file() and not (self.out / "failure.json").exists()
+        final = (self.out / "model_final.pth").is_file() and not (self.out / FAILURE_FILE).exists()
         try:
             m = json.loads((self.out / "metrics.json").read_text())
         except (OSError, json.JSONDecodeError):

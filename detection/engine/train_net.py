@@ -15,12 +15,7 @@ from detectron2.utils import comm
 
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
-from classification.engine.run_directory import (
-    lock_run_directory,
-    refuse_changed_settings,
-    refuse_existing_run,
-    refuse_symlinks,
-)
+from classification.engine.run_directory import claim_run_directory
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -90,13 +85,6 @@ def config_overrides(opts: list[str]) -> list[str]:
     return opts
 
 
-def check_output_dir(cfg, args: argparse.Namespace) -> None:
-    """Refuse to write over a finished or started run: training needs --resume to continue it, evaluation a new
-    OUTPUT_DIR (the one rule of classification.engine.run_directory, as tools/train_cls.py)."""
-    refuse_existing_run(cfg.OUTPUT_DIR, resume=args.resume,
-                        what="evaluate into it" if args.eval_only else "train into it")
-
-
 def setup(args: argparse.Namespace):
     """Config from file + overrides (+ the weights' conventions), datasets, logging, OUTPUT_DIR/config.yaml."""
     register_cli_datasets(args)  # in every process: spawned workers do not inherit registrations
@@ -108,14 +96,13 @@ def setup(args: argparse.Namespace):
             args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
         raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "
                          "--resume with an OUTPUT_DIR that holds a checkpoint); it would evaluate a random model")
-    if comm.get_rank() == 0:  # before anything is written: a second run into OUTPUT_DIR stops here
-        lock_run_directory(cfg.OUTPUT_DIR)
-        refuse_symlinks(cfg.OUTPUT_DIR)
-    check_output_dir(cfg, args)
+    # before anything is written (default_setup rewrites config.yaml): one writer, no overwrite, same settings
     recorded = os.path.join(cfg.OUTPUT_DIR, "config.yaml")
-    if args.resume and not args.eval_only and os.path.isfile(recorded):  # before default_setup rewrites it
-        refuse_changed_settings(load_yaml(recorded) or {}, yaml.safe_load(cfg.dump()), allowed=RESUME_MAY_CHANGE,
-                                source=recorded)
+    claim_run_directory(cfg.OUTPUT_DIR, resume=args.resume, writer=comm.get_rank() == 0,
+                        recorded=(load_yaml(recorded) or {}) if args.resume and not args.eval_only
+                        and os.path.isfile(recorded) else None,
+                        now=yaml.safe_load(cfg.dump()), may_change=RESUME_MAY_CHANGE, source=recorded,
+                        what="evaluate into it" if args.eval_only else "train into it")
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")

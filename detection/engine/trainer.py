@@ -29,15 +29,14 @@ from detectron2.utils.logger import setup_logger
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
+from classification.engine.run_directory import FAILURE_FILE
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
 from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
 
-__all__ = ["Trainer", "create_ddp_model", "write_metrics", "FAILURE_FILE"]
-
-FAILURE_FILE = "failure.json"  # written by Trainer.train when the run raised; removed when a resume finishes
+__all__ = ["Trainer", "create_ddp_model", "write_metrics"]
 
 logger = logging.getLogger("detection.engine")
 

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from classification.engine.run_directory import FAILURE_FILE
+
 from ..safe_yaml import ConfigFileError, load_yaml
 
 __all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "COCO_COLUMNS", "VOC_COLUMNS"]
@@ -177,9 +179,9 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
-    failure = _read_json(path / "failure.json")
+    failure = _read_json(path / FAILURE_FILE)
     completed = metrics.get("iterations_completed")
-    if failure is not None or (path / "failure.json").exists():  # the trainer's record of an exception
+    if failure is not None or (path / FAILURE_FILE).exists():  # the trainer's record of an exception
         failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
         run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
         return run
