@@ -334,10 +334,13 @@ def test_a_second_run_into_a_busy_output_dir_stops_before_writing(tiny_data, tmp
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
-        while not (out / "config.yaml").is_file():
+        # its first checkpoint: set-up (config.yaml written whole) is behind it; config.yaml alone can be seen
+        # created but still empty under load
+        while not (out / "last_checkpoint").is_file():
             assert time.time() < deadline and first.poll() is None
             time.sleep(0.2)
         before = (out / "config.yaml").read_text()
+        assert "OUTPUT_DIR" in before
         second = run_tool(*det_args(tiny_data, out, 2, "--resume"))
         assert second.returncode != 0 and "is in use by pid" in second.stderr, second.stderr[-2000:]
         assert "another run is writing into it" in second.stderr and "Traceback" not in second.stderr
