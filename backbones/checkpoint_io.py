@@ -75,6 +75,9 @@ def restricted_pickle_load(f, source: str = "<stream>") -> Any:
         raise CheckpointReadError(f"{source}: not a valid pickle ({err})") from None
     except (EOFError, ValueError, TypeError, AttributeError, ImportError) as err:
         raise CheckpointReadError(f"{source}: truncated or corrupt pickle ({type(err).__name__}: {err})") from None
+    except (MemoryError, OverflowError):  # an opcode declaring a bytes/str far larger than any real file holds
+        raise CheckpointReadError(f"{source}: corrupt pickle: it declares an object too large to allocate") \
+            from None
 
 
 def _torch_load(path: Path) -> Any:
@@ -82,6 +85,9 @@ def _torch_load(path: Path) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         msg = str(err)
+        if "Unsupported operand" in msg:  # a byte that is no pickle opcode: not a checkpoint, nothing unsafe
+            raise CheckpointReadError(f"{path}: cannot read checkpoint, not a torch file or corrupt "
+                                      f"({next(ln.strip() for ln in msg.splitlines() if 'operand' in ln)})") from None
         if "Weights only load failed" in msg or "Unsupported global" in msg or "not an allowed global" in msg:
             first = msg.splitlines()[0] if msg else ""
             detail = next((ln.strip() for ln in msg.splitlines() if "GLOBAL" in ln or "global" in ln), first)
@@ -160,16 +166,40 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
         _atomic_write(path, write)
 
 
+class _WriteErrors:
+    """A file whose write() remembers the OSError it raised: torch's zip writer swallows it and reports
+    "unexpected pos 704 vs 598" instead of "No space left on device". Everything else is the file's."""
+
+    def __init__(self, f: BinaryIO):
+        self._f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._f, name)
+
+
 def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    recorder = None
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            recorder = _WriteErrors(f)
+            write(recorder)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        cause = err if isinstance(err, OSError) else getattr(recorder, "error", None)
+        if cause is not None and cause.errno is not None and not isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise OSError(cause.errno, f"{path}: cannot write it ({cause.strerror or cause}); the previous "
+                                       "version, if any, is unchanged") from None
         raise
 
 

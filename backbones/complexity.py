@@ -48,6 +48,10 @@ def complexity(model: nn.Module, input_size: tuple[int, int, int] = (3, 224, 224
     """
     from fvcore.nn import FlopCountAnalysis
 
+    if not (isinstance(input_size, (tuple, list)) and len(input_size) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in input_size)):
+        raise ValueError(f"input_size is (channels, height, width) of one image, three positive integers, "
+                         f"got {input_size!r}")
     param = next(model.parameters(), None)
     x = torch.zeros(1, *input_size, device=param.device if param is not None else "cpu",
                     dtype=param.dtype if param is not None else torch.float32)
@@ -59,7 +63,11 @@ def complexity(model: nn.Module, input_size: tuple[int, int, int] = (3, 224, 224
             # A zero-count handle, not None: fvcore 0.1.5 ignores None for ops that have a default handle.
             analysis.set_op_handle(**{op: _count_nothing for op in _NON_CONV_FC_OPS})
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False).tracer_warnings("none")
-        total = int(analysis.total())
+        try:
+            total = int(analysis.total())
+        except RuntimeError as err:  # too small an image for the kernels / pools, or the wrong channel count
+            raise ValueError(f"the model cannot run on one image of size {tuple(input_size)} (C, H, W): "
+                             f"{str(err).splitlines()[0]}") from None
         by_module = {name: int(v) for name, v in analysis.by_module().items() if name and "." not in name}
     finally:
         model.train(was_training)

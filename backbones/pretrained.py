@@ -26,6 +26,7 @@ from .weight_formats import (
     KNOWN_META,
     TORCHVISION_MEAN,
     TORCHVISION_STD,
+    MetadataError,
     WeightsMeta,
     convert_state_dict,
     detect_format,
@@ -133,7 +134,11 @@ def read_weights_file(path: str | os.PathLike) -> WeightsFile:
     """Read a weights file safely (read_checkpoint: no pickled code runs): the project's one weights reader."""
     sd, container = unwrap_checkpoint(read_checkpoint(path), str(path))
     fmt = detect_format(sd, container)
-    return WeightsFile(sd, container, fmt, meta_for_format(fmt, container))
+    try:
+        meta = meta_for_format(fmt, container)
+    except MetadataError as err:
+        raise MetadataError(f"{path}: {err}") from None
+    return WeightsFile(sd, container, fmt, meta)
 
 
 def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsMeta]:
@@ -221,14 +226,23 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
     unusable = bad_shapes | {b.split(": ", 1)[0] for b in report.bad_values}  # never loaded, strict or not
     report.loaded = [k for k in converted if k in model_sd and k not in unusable]
     if strict and not report.ok:
+        # each hint in the three spellings a user may be using: Python, the tools' --model-option, Detectron2's key
         hint = ""
+        structural = [k for k in report.missing + report.unexpected if not k.startswith(CLASSIFIER_PREFIX)]
         if any(m.startswith("width:") for m in report.option_mismatches):
-            hint = (f"build the model with width={meta.arch.get('width', 1.0)} (Detectron2 plugin: "
-                    f"MODEL.BACKBONES.WIDTH {meta.arch.get('width', 1.0)})")
+            w = meta.arch.get("width", 1.0)
+            hint = (f"build the model with width={w} (tools: --model-option width={w}; Detectron2 plugin: "
+                    f"MODEL.BACKBONES.WIDTH {w})")
+        elif structural:  # other blocks or layers: another depth or family; stride placement changes no key
+            hint = (f"{len(structural)} tensors are missing or unexpected: the weights are of another depth or "
+                    "family than the model (tools/convert_weights.py without --model infers it from the weights)")
         elif any(k.startswith(CLASSIFIER_PREFIX) for k, _, _ in report.shape_mismatch):
-            hint = "the classifier has a different number of classes: pass drop_classifier=True"
+            hint = ("the classifier has a different number of classes: drop it (drop_classifier=True; "
+                    "tools/convert_weights.py --drop-classifier)")
         elif report.option_mismatches and meta.stride_in_1x1 is not None:
-            hint = f"build the model with stride_in_1x1={meta.stride_in_1x1}"
+            hint = (f"build the model with stride_in_1x1={meta.stride_in_1x1} (tools: --model-option "
+                    f"stride_in_1x1={meta.stride_in_1x1}; Detectron2 plugin: MODEL.BACKBONES.STRIDE_IN_1X1 "
+                    f"{meta.stride_in_1x1})")
         raise IncompatibleWeightsError(report, hint)
     new_sd = dict(model_sd)
     for k in report.loaded:

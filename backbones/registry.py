@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import inspect
 from collections.abc import Callable
 
 from torch import nn
 
-__all__ = ["register_model", "create_model", "list_models", "parse_model_option"]
+__all__ = ["ModelOptionError", "register_model", "create_model", "list_models", "parse_model_option"]
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}
+
+
+class ModelOptionError(TypeError, ValueError):
+    """An unknown model option or a model name that is not a string: a TypeError to Python callers (as an
+    unexpected keyword argument is), a ValueError to command lines that report bad input in one line."""
 
 
 def register_model(name: str, fn: Callable[..., nn.Module]) -> None:
@@ -25,6 +31,9 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
     Options are the keyword-only arguments of the family's builder (backbones.resnet.resnet,
     backbones.resnet.cifar_resnet, backbones.vgg.vgg); an unknown option raises TypeError naming it.
     """
+    if not isinstance(name, str):
+        raise ModelOptionError(f"model name must be a string such as 'resnet50' (see backbones.list_models()), "
+                        f"got {name!r}")
     try:
         fn = _MODELS[name]
     except KeyError:
@@ -33,6 +42,12 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
                          "see backbones.list_models()") from None
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
         raise ValueError(f"num_classes must be an integer >= 0 (0: no classifier), got {num_classes!r}")
+    accepted = [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(accepted)) if not any(
+        p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()) else []
+    if unknown:
+        raise ModelOptionError(f"{name} has no option {', '.join(map(repr, unknown))}; its options: "
+                        f"{', '.join(a for a in accepted if a != 'num_classes')}")
     return fn(num_classes=num_classes, **options)
 
 

@@ -7,6 +7,7 @@ Our names (Detectron2's layout): `stem.conv1.weight`, `stem.conv1.norm.*`, `res2
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 __all__ = ["WeightsMeta", "KNOWN_META", "unwrap_checkpoint", "detect_format", "convert_state_dict",
-           "FormatError", "TORCHVISION_MEAN", "TORCHVISION_STD", "MSRA_MEAN"]
+           "FormatError", "MetadataError", "TORCHVISION_MEAN", "TORCHVISION_STD", "MSRA_MEAN"]
 
 # Pixel statistics in 0-255 units, as Detectron2's PIXEL_MEAN / PIXEL_STD.
 TORCHVISION_MEAN = (123.675, 116.28, 103.53)  # RGB; = (0.485, 0.456, 0.406) * 255
@@ -26,6 +27,42 @@ MSRA_MEAN = (103.530, 116.280, 123.675)  # BGR; MSRA/Caffe models absorb the std
 
 class FormatError(ValueError):
     """The checkpoint's keys match no supported format."""
+
+
+class MetadataError(ValueError):
+    """A checkpoint's "meta" holds a value no reader can use (it would set INPUT.FORMAT or PIXEL_MEAN to it)."""
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_meta_dict(d: Any) -> None:
+    """MetadataError naming the key if a checkpoint's "meta" is not what save_pretrained writes: input_format
+    RGB/BGR, three finite pixel statistics (std > 0), a boolean stride_in_1x1, arch a mapping with a positive
+    finite width and an integer depth. Missing entries are fine (None = unknown)."""
+    if not isinstance(d, Mapping):
+        raise MetadataError(f"meta is a {type(d).__name__}, not a mapping")
+    if d.get("input_format") not in (None, "RGB", "BGR"):
+        raise MetadataError(f"meta.input_format {d['input_format']!r}: expected 'RGB' or 'BGR'")
+    for key in ("pixel_mean", "pixel_std"):
+        v = d.get(key)
+        if v is None:
+            continue
+        if not (isinstance(v, (list, tuple)) and len(v) == 3 and all(_number(x) for x in v)):
+            raise MetadataError(f"meta.{key} {v!r}: expected three finite numbers (0-255 units, one per channel)")
+        if key == "pixel_std" and min(v) <= 0:
+            raise MetadataError(f"meta.pixel_std {list(v)}: every channel's std must be > 0")
+    if d.get("stride_in_1x1") not in (None, True, False):
+        raise MetadataError(f"meta.stride_in_1x1 {d['stride_in_1x1']!r}: expected true, false or null")
+    arch = d.get("arch") or {}
+    if not isinstance(arch, Mapping):
+        raise MetadataError(f"meta.arch is a {type(arch).__name__}, not a mapping")
+    if "width" in arch and not (_number(arch["width"]) and arch["width"] > 0):
+        raise MetadataError(f"meta.arch.width {arch['width']!r}: expected a positive number")
+    if "depth" in arch and not (isinstance(arch["depth"], int) and not isinstance(arch["depth"], bool)
+                                and arch["depth"] > 0):
+        raise MetadataError(f"meta.arch.depth {arch['depth']!r}: expected a positive integer")
 
 
 @dataclass
@@ -47,6 +84,7 @@ class WeightsMeta:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WeightsMeta:
+        check_meta_dict(d)
         known = {k: d[k] for k in ("source_format", "stride_in_1x1", "input_format", "pixel_mean", "pixel_std",
                                    "arch") if k in d}
         meta = cls(**{"source_format": "backbones", **known})
