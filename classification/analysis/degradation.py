@@ -24,10 +24,9 @@ def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> 
 
 
 def plot_curves(histories: dict[str, dict], path: str | Path, title: str = "") -> None:
-    import matplotlib
+    from .figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, (name, h) in enumerate(histories.items()):

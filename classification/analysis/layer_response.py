@@ -64,10 +64,9 @@ def layer_response_std(model: nn.Module, dataset: Dataset, *, batch_size: int = 
 
 def plot_layer_responses(results: dict[str, list[tuple[str, float]]], path: str) -> None:
     """Two panels as Fig. 7: std by layer index (original order), and sorted by magnitude."""
-    import matplotlib
+    from .figures import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a, b) = plt.subplots(2, 1, figsize=(7, 6))
     for label, res in results.items():

@@ -89,6 +89,9 @@ class ClsConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.dataset == "embedded" and self.image_size < 8:  # objects are drawn at 60-100% of the image side
+            raise ValueError(f"image_size must be >= 8 for the embedded dataset (its objects are drawn at 60-100% "
+                             f"of the image; below 8 px none is recognisable), got {self.image_size}")
         if self.holdout is not None and self.dataset != "embedded":
             raise ValueError(f"holdout is supported for the embedded dataset only, not {self.dataset!r}")
         if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):

@@ -11,11 +11,13 @@ written):
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
-           "refuse_changed_settings", "refuse_symlinks", "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
+           "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
+           "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
 
 LOCK_NAME = ".run.lock"
 RUN_FILES = ("last_checkpoint", "model_final.pth", "metrics.json")  # any of them: the directory holds a run
@@ -25,6 +27,25 @@ _held: dict[str, object] = {}  # path -> open file: the lock lives as long as th
 
 class RunDirectoryBusy(RuntimeError):
     """Another process is writing into the run directory."""
+
+
+def last_checkpoint_file(output_dir: str | os.PathLike) -> Path | None:
+    """The checkpoint OUTPUT_DIR/last_checkpoint names (both trainers write it after the file is complete), None
+    when there is no last_checkpoint. ValueError when it is empty, names something other than a file in the
+    directory, or a file that does not exist: resuming would silently start over (or fail with an assertion)."""
+    out = Path(output_dir)
+    tag = out / "last_checkpoint"
+    if not tag.is_file():
+        return None
+    name = tag.read_text(errors="replace").strip()
+    fix = "write the name of a complete checkpoint of this run (model_*.pth) into it, or delete it to start over"
+    if not name:
+        raise ValueError(f"{tag} is empty: it should name the run's last checkpoint; {fix}")
+    if os.path.basename(name) != name or name in (".", ".."):
+        raise ValueError(f"{tag} names {name!r}, not a file in {out}; {fix}")
+    if not (out / name).is_file():
+        raise ValueError(f"{tag} names {name}, which is not in {out}; {fix}")
+    return out / name
 
 
 def lock_run_directory(output_dir: str | os.PathLike) -> None:
@@ -94,6 +115,23 @@ def refuse_symlinks(output_dir: str | os.PathLike) -> None:
                          "output directory")
 
 
+def remove_partial_writes(output_dir: str | os.PathLike) -> list[str]:
+    """Delete the temporary files of atomic writes (`.NAME.XXXXXXXX.tmp`, backbones.checkpoint_io) that a killed
+    writer left behind (SIGKILL, or SIGTERM without a handler, mid-save: the rename never came); only while holding
+    the directory's lock, so no live writer owns them. Returns their names (logged by the caller's logger)."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return []
+    stale = [p for p in out.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp") and p.is_file()
+             and not p.is_symlink()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    if stale:
+        logging.getLogger(__name__).info(f"removed {len(stale)} partial file(s) of a killed run from {out}: "
+                                         f"{', '.join(p.name for p in stale[:3])}")
+    return [p.name for p in stale]
+
+
 def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: bool, recorded: dict | None,
                         now: dict, may_change: tuple[str, ...], source: str, what: str = "train into it",
                         flag: str = "OUTPUT_DIR") -> None:
@@ -103,6 +141,7 @@ def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: 
     if writer:
         lock_run_directory(output_dir)
         refuse_symlinks(output_dir)
+        remove_partial_writes(output_dir)
     refuse_existing_run(output_dir, resume=resume, what=what, flag=flag)
     if resume and recorded is not None:
         refuse_changed_settings(recorded, now, allowed=may_change, source=source)

@@ -15,7 +15,7 @@ import torch
 from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
-from .run_directory import claim_run_directory
+from .run_directory import claim_run_directory, last_checkpoint_file
 from .slurm import add_cluster_arguments, submit
 from .trainer import train
 
@@ -39,14 +39,28 @@ def main(args: argparse.Namespace) -> dict:
     recorded = out / "config.json"
     claim_run_directory(out, resume=args.resume, flag="--output-dir",
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
-                        recorded=json.loads(recorded.read_text()) if args.resume and recorded.is_file() else None,
+                        recorded=_recorded_config(recorded) if args.resume and recorded.is_file() else None,
                         now=json.loads(json.dumps(asdict(cfg))), source=str(recorded),
                         may_change=("iterations", "eval_period", "checkpoint_period", "output_dir", "workers"))
+    if args.resume:
+        last_checkpoint_file(out)  # a ValueError now if it names nothing usable, before config.json is rewritten
     result = train(cfg)
     if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
         print(json.dumps({"final": result["final"], "checkpoint": result["checkpoint"],
                           "seconds": result["seconds"]}))
     return result
+
+
+def _recorded_config(path: Path) -> dict:
+    """The settings a run recorded (config.json), or a ValueError naming the file."""
+    try:
+        recorded = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not the JSON a run writes ({err}); --resume compares the settings with it") \
+            from None
+    if not isinstance(recorded, dict):
+        raise ValueError(f"{path}: a JSON {type(recorded).__name__}, not the settings object a run writes")
+    return recorded
 
 
 def launch(args: argparse.Namespace):

@@ -36,6 +36,7 @@ from ..data.transforms import cifar_train_transform, eval_transform, imagenet_tr
 from ..evaluate import evaluate
 from .config import ClsConfig
 from .progress import ProgressFile
+from .run_directory import last_checkpoint_file
 
 __all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
 
@@ -204,6 +205,24 @@ def _seed_everything(seed: int, deterministic: bool) -> None:
         torch.use_deterministic_algorithms(True, warn_only=True)
 
 
+def _check_input_size(model: nn.Module, cfg: ClsConfig, device: torch.device) -> None:
+    """ValueError naming image_size when the net's feature maps vanish at it (VGG's unpadded pools need >= 32 px):
+    one forward of a blank image now, instead of a RuntimeError deep in the first training step."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(torch.zeros(1, 3, cfg.image_size, cfg.image_size, device=device))
+    except RuntimeError as err:
+        if "too small" not in str(err):
+            raise
+        raise ValueError(f"image_size {cfg.image_size} is too small for {cfg.model}: a feature map shrinks to "
+                         f"nothing ({str(err).splitlines()[0]}); its total stride is 32, so 32 px and above "
+                         "work") from None
+    finally:
+        model.train(was_training)
+
+
 def build(cfg: ClsConfig) -> Run:
     """Data, model, optimizer and schedule of a fresh run (iteration 0)."""
     world = dist.get_world_size() if dist.is_initialized() else 1
@@ -214,6 +233,7 @@ def build(cfg: ClsConfig) -> Run:
     model = create_model(cfg.model, num_classes=len(train_set.classes), **cfg.model_options).to(device)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    _check_input_size(model, cfg, device)
     base_lr = cfg.base_lr(world)
     trainable = [p for p in model.parameters() if p.requires_grad]
     if cfg.decay_norm_and_bias:  # the paper (Caffe): weight decay on every parameter
@@ -232,10 +252,9 @@ def build(cfg: ClsConfig) -> Run:
 
 def resume(run: Run) -> None:
     """Continue from OUTPUT_DIR/last_checkpoint if it names a complete file: weights, optimizer, schedule, history."""
-    last = run.out / LAST_CHECKPOINT
-    if not (last.is_file() and (run.out / last.read_text().strip()).is_file()):
+    path = last_checkpoint_file(run.out)  # ValueError if it names nothing usable
+    if path is None:
         return
-    path = run.out / last.read_text().strip()
     load_pretrained(run.model, path)
     state = torch.load(path, map_location="cpu", weights_only=True)
     run.optimizer.load_state_dict(state["optimizer"])
@@ -260,8 +279,11 @@ def step(run: Run, images: torch.Tensor, labels: torch.Tensor, scaler, criterion
         logits = run.net(images)
         loss = criterion(logits, labels)
     if not torch.isfinite(loss):
-        raise FloatingPointError(f"loss became {loss.item()} at iteration {run.iteration} (lr {lr:g}); the last "
-                                 f"good checkpoint is {run.out / LAST_CHECKPOINT}")
+        tag = run.out / LAST_CHECKPOINT
+        last = f"the last good checkpoint is {run.out / tag.read_text().strip()} (--resume continues from it)" \
+            if tag.is_file() else "no checkpoint was written before it"
+        raise FloatingPointError(f"loss became {loss.item()} at iteration {run.iteration} (lr {lr:g}): training "
+                                 f"diverged, a smaller --lr usually avoids it; {last}")
     run.optimizer.zero_grad(set_to_none=True)
     scaler.scale(loss).backward()
     scaler.step(run.optimizer)
