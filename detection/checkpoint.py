@@ -22,6 +22,7 @@ from detectron2.checkpoint import DetectionCheckpointer
 
 from backbones.checkpoint_io import atomic_torch_save, atomic_write_text
 from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file, unusable_values
+from classification.engine.run_directory import last_checkpoint_file
 
 __all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
 
@@ -98,6 +99,15 @@ class BackbonesCheckpointer(DetectionCheckpointer):
                              "Check the config (MODEL.BACKBONES.NAME, WIDTH, ROI_HEADS.NUM_CLASSES) against the "
                              "run that wrote it")
         self.model.load_state_dict({k: v for k, v in sd.items() if k in model_sd}, strict=False)
+
+    def has_checkpoint(self) -> bool:
+        """As fvcore's, but a last_checkpoint that is empty or names a missing file is a ValueError saying so (fvcore
+        asserts "Checkpoint ... not found!" on it, or loads the directory)."""
+        return bool(self.save_dir) and last_checkpoint_file(self.save_dir) is not None
+
+    def get_checkpoint_file(self) -> str:
+        path = last_checkpoint_file(self.save_dir) if self.save_dir else None
+        return str(path) if path is not None else ""
 
     def save(self, name: str, **kwargs: Any) -> None:
         """As fvcore's, but written to a temporary file and renamed: never a truncated checkpoint."""

@@ -82,6 +82,12 @@ def check_run_config(cfg: CN) -> None:
     width = cfg.MODEL.BACKBONES.WIDTH
     if not finite(width) or not 0 < width <= 16:
         problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, 16]")
+    from .datasets.validation import dataset_name_problem
+
+    for key in ("TRAIN", "TEST"):
+        for name in cfg.DATASETS[key]:
+            if dataset_name_problem(name):
+                problems.append(f"DATASETS.{key} {name!r}: {dataset_name_problem(name)}")
     if not str(cfg.OUTPUT_DIR).strip():
         problems.append('OUTPUT_DIR "": a run needs a directory for its outputs')
     from .evaluation.coco import COCO_BACKENDS

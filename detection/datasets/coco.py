@@ -45,6 +45,15 @@ def _check_unique_ids(json_file: str) -> None:
     if not isinstance(data, dict):
         raise DatasetFormatError(f"{json_file}: a COCO instances file is a JSON object with images, annotations "
                                  f"and categories, not a {type(data).__name__}")
+    # COCO ids are integers: pycocotools' C++ evaluation fails on a string id after the whole inference
+    for key, fields in (("images", ("id",)), ("annotations", ("id", "image_id", "category_id")),
+                        ("categories", ("id",))):
+        for i, item in enumerate(data.get(key) if isinstance(data.get(key), list) else []):
+            for field in fields:
+                value = item.get(field) if isinstance(item, dict) else None
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    raise DatasetFormatError(f"{json_file}: {key}[{i}] has {field} {value!r}; COCO ids are "
+                                             "integers")
     for key, field in (("images", "id"), ("annotations", "id"), ("categories", "id"), ("categories", "name")):
         items = data.get(key)
         if not isinstance(items, list):
@@ -65,6 +74,8 @@ def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None 
     try:
         _check_unique_ids(json_file)
         dicts = load_coco_json(json_file, image_root, dataset_name)
+    except DatasetFormatError:  # _check_unique_ids' own message already names the entry
+        raise
     except json.JSONDecodeError as err:
         raise DatasetFormatError(f"{json_file}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") \
             from None

@@ -12,6 +12,7 @@ objects' masks. Train scenes use the objects' train split and val scenes their t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -155,16 +156,31 @@ def generate_embedded_dataset(root: str | os.PathLike, spec: EmbeddedSpec = Embe
 def ensure_embedded_dataset(root: str | os.PathLike | None = None, spec: EmbeddedSpec = EmbeddedSpec()) -> dict:
     """Generate the dataset unless `root` already holds one made from the same spec (and source)."""
     root = Path(root) if root is not None else default_embedded_root()
+    manifest = _matching_manifest(root, spec)
+    if manifest is not None:
+        return manifest
+    # one generator at a time: the ranks of a --num-gpus 2 run (or two runs) on a fresh machine all get here;
+    # the first generates, the others wait for it and then find its manifest
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.with_name(root.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest = _matching_manifest(root, spec)
+        return manifest if manifest is not None else generate_embedded_dataset(root, spec)
+
+
+def _matching_manifest(root: Path, spec: EmbeddedSpec) -> dict | None:
+    """The manifest of the dataset under `root` if it was made from `spec` (and this machine's source)."""
     manifest_path = root / "manifest.json"
-    if manifest_path.is_file():
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError:
-            manifest = {}
-        if (manifest.get("spec") == asdict(spec) and manifest.get("generator_version") == GENERATOR_VERSION
-                and manifest.get("source") == expected_source(spec)):
-            return manifest
-    return generate_embedded_dataset(root, spec)
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError:
+        return None
+    if (manifest.get("spec") == asdict(spec) and manifest.get("generator_version") == GENERATOR_VERSION
+            and manifest.get("source") == expected_source(spec)):
+        return manifest
+    return None
 
 
 def expected_source(spec: EmbeddedSpec) -> str:

@@ -9,13 +9,23 @@ from numbers import Real
 
 from detectron2.structures import BoxMode
 
-__all__ = ["sanitize_boxes", "DatasetFormatError"]
+__all__ = ["sanitize_boxes", "DatasetFormatError", "dataset_name_problem"]
 
 logger = logging.getLogger(__name__)
 
 
 class DatasetFormatError(ValueError):
     """A dataset file that cannot be used; the message names the file (and line/key where known)."""
+
+
+def dataset_name_problem(name) -> str | None:
+    """Why `name` cannot name a dataset, or None. Evaluation writes files named after the dataset under
+    OUTPUT_DIR (the converted COCO ground truth): a name with a path separator or '..' would write outside it."""
+    if not isinstance(name, str) or not name.strip():
+        return "a dataset name is a non-empty string"
+    if "/" in name or "\\" in name or name.startswith("."):
+        return "a dataset name, not a path: no '/', '\\' or leading '.' (files named after it go under OUTPUT_DIR)"
+    return None
 
 
 def _check_box(bbox, rec: dict, k: int, source: str) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -343,6 +342,15 @@ def _fresh(out: Path, log) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The job; Ctrl-C anywhere in it (time estimate, dataset, stages, report) ends it with one line, exit 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\n[main job] interrupted; finished stages are kept, a rerun resumes the others", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     plan = plan_from_args(args)
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
@@ -398,9 +406,6 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("\n[main job] interrupted; finished stages are kept, a rerun resumes the others", file=sys.stderr)
-        return 130
     return _report(plan, stages, out, t_start, args, threads)
 
 
@@ -432,7 +437,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     import detection  # noqa: F401  (registers the embedded datasets)
     from detection.datasets import ensure_embedded_dataset
-    from detection.report import write_report
+    from detection.report import strict_json, write_report
 
     manifest = ensure_embedded_dataset()
 
@@ -447,13 +452,9 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
                          notes=notes, chance={dataset: chance})
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     (out / "summary.txt").write_text(summary + "\n")
-    (out / "results.json").write_text(json.dumps(_jsonable(results), indent=1))
+    (out / "results.json").write_text(strict_json(results))  # NaN (undefined) as null: valid JSON
     print("\n" + summary)
     print(f"[main job] report: {paths['html']}")
     print(f"[main job] total {(time.time() - t_start) / 60:.1f} min ({args.jobs} stage(s) at a time, {threads} "
           "thread(s) each)")
     return 0
-
-
-def _jsonable(results: dict) -> dict:
-    return json.loads(json.dumps(results, default=str))

@@ -199,13 +199,22 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 last_report = time.time()
                 log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
                     f"{estimator.remaining_minutes(pending, [r[0] for r in running.values()]):.0f} min left")
-    except KeyboardInterrupt:
-        for _, proc, _, _ in running.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-        for _, proc, _, logf in running.values():
-            proc.wait()
-            logf.close()
+    except KeyboardInterrupt:  # stop the running stages (they checkpoint on SIGINT) before handing it on
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
+        try:
+            for _, proc, _, _ in running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGINT)
+            for _, proc, _, logf in running.values():
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                logf.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
         raise
     if failed:
         raise RuntimeError("stage failed: " + "\n".join(failed))

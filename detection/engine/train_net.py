@@ -12,10 +12,11 @@ import torch
 import yaml
 from detectron2.engine import default_setup
 from detectron2.utils import comm
+from detectron2.utils.logger import setup_logger
 
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
-from classification.engine.run_directory import claim_run_directory
+from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -59,6 +60,12 @@ def build_parser(description: str = "Faster R-CNN with backbones from `backbones
 
 
 def register_cli_datasets(args: argparse.Namespace) -> None:
+    from ..datasets.validation import dataset_name_problem
+
+    for flag, entries in (("--dataset-coco", args.dataset_coco), ("--dataset-voc", args.dataset_voc)):
+        for name, *_ in entries:
+            if dataset_name_problem(name):
+                raise ValueError(f"{flag} {name!r}: {dataset_name_problem(name)}")
     for name, json_file, image_root in args.dataset_coco:
         register_coco(name, json_file, image_root)
     classes = [c.strip() for c in args.voc_classes.split(",") if c.strip()] if args.voc_classes else None
@@ -85,6 +92,19 @@ def config_overrides(opts: list[str]) -> list[str]:
     return opts
 
 
+def _log_into_run(output_dir: str) -> None:
+    """Our loggers (detection.*, classification.*, backbones.*: box clipping, conventions from the weights, the
+    traceback behind a one-line error) into log.txt and the terminal, as default_setup does for Detectron2's.
+    The terminal gets INFO and above: Detectron2's handler shows DEBUG, and the traceback kept for log.txt would
+    undo the one-line error."""
+    import sys
+
+    for name in ("detection", "classification", "backbones"):
+        for handler in setup_logger(output_dir, distributed_rank=comm.get_rank(), name=name).handlers:
+            if getattr(handler, "stream", None) is sys.stdout:
+                handler.setLevel(logging.INFO)
+
+
 def setup(args: argparse.Namespace):
     """Config from file + overrides (+ the weights' conventions), datasets, logging, OUTPUT_DIR/config.yaml."""
     register_cli_datasets(args)  # in every process: spawned workers do not inherit registrations
@@ -103,8 +123,11 @@ def setup(args: argparse.Namespace):
                         and os.path.isfile(recorded) else None,
                         now=yaml.safe_load(cfg.dump()), may_change=RESUME_MAY_CHANGE, source=recorded,
                         what="evaluate into it" if args.eval_only else "train into it")
+    if args.resume:
+        last_checkpoint_file(cfg.OUTPUT_DIR)  # a ValueError now if it names nothing usable, before config.yaml
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
+    _log_into_run(cfg.OUTPUT_DIR)
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
     return cfg
 

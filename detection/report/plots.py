@@ -6,23 +6,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from classification.analysis.figures import pyplot
+
 from .groups import RunGroup
 from .runs import PretrainInfo
 
 __all__ = ["detection_plots", "pretraining_plot"]
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _saver(out: Path, made: list[tuple[str, str]]):
-    plt = _pyplot()
+    plt = pyplot()
 
     def save(fig, name: str, caption: str) -> None:
         fig.tight_layout()
@@ -38,7 +31,7 @@ def _label(g: RunGroup) -> str:
 
 
 def detection_plots(groups: list[RunGroup], out: Path) -> list[tuple[str, str]]:
-    plt = _pyplot()
+    plt = pyplot()
     made: list[tuple[str, str]] = []
     save = _saver(out, made)
     finished = [g for g in groups if g.n]
@@ -100,7 +93,7 @@ def pretraining_plot(infos: list[PretrainInfo], out: Path) -> list[tuple[str, st
     curves = [i for i in infos if i.history.get("iteration")]
     if not curves:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     made: list[tuple[str, str]] = []
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, info in enumerate(curves):

@@ -9,6 +9,7 @@ backbone was pretrained instead of assuming it.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,11 +132,39 @@ def load_pretraining(weights: str) -> PretrainInfo | None:
 
 
 def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
+    """What the run directory says, with a status; a run whose files cannot be used is listed with the reason
+    (its numbers are left out) instead of stopping the report of the others."""
     path = Path(path)
     run = RunResult(name=name or path.name, path=str(path), status="no metrics (training or crashed)")
     if not path.is_dir():
         run.status = "missing (no such directory)"
         return run
+    if not (path / "config.yaml").is_file() and (path / "config.json").is_file():
+        run.status = ("a classification run (tools/train_cls.py), not a detection run: the report shows it as "
+                      "the pretraining of the detectors whose MODEL.WEIGHTS it wrote")
+        return run
+    try:
+        return _load_run(path, run)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as err:  # a field of the wrong type
+        return RunResult(name=run.name, path=run.path,
+                         status=f"unusable run files ({type(err).__name__}: {str(err)[:160]})")
+
+
+def _finite_metrics(values: dict, source: str) -> dict[str, float]:
+    """Numbers of metrics.json as floats; NaN (COCO's "no objects of this size", a class without ground truth)
+    is left out as undefined; anything else that is not a finite number is a ValueError naming it."""
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{source}: {k} is {v!r}, not a number")
+        if math.isinf(v):
+            raise ValueError(f"{source}: {k} is {v}; an evaluation never gives an infinite AP")
+        if not math.isnan(v):
+            out[k] = float(v)
+    return out
+
+
+def _load_run(path: Path, run: RunResult) -> RunResult:
     cfg = {}
     if (path / "config.yaml").is_file():
         try:
@@ -195,9 +224,10 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS
-    run.metrics = {k: float(bbox[k]) for k in cols if k in bbox}
+    run.metrics = _finite_metrics({k: bbox[k] for k in cols if k in bbox}, "metrics.json")
     prefix = "AP50-" if voc else "AP-"
-    run.per_category = {k[len(prefix):]: float(v) for k, v in bbox.items() if k.startswith(prefix)}
+    run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
+        {k: v for k, v in bbox.items() if k.startswith(prefix)}, "metrics.json").items()}
     inference = path / "inference" / run.dataset
     coco_eval = _read_json(inference / "coco_eval_bbox.json")
     voc_eval = _read_json(inference / "voc_eval_bbox.json")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import json
 import math
 import os
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
+
+from backbones.checkpoint_io import atomic_write_text
 
 from .groups import RunGroup, comparison, delta_with_spread, differing_keys, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
@@ -247,6 +250,22 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
     return [(path.name, caption)], notes
 
 
+def _finite_or_none(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    return obj
+
+
+def strict_json(obj) -> str:
+    """JSON that every parser reads: an undefined number (NaN: no objects of a size, no ground truth of a class)
+    is null -- Python's default writes NaN / Infinity, which is not JSON."""
+    return json.dumps(_finite_or_none(obj), indent=2, default=str, allow_nan=False)
+
+
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
@@ -323,9 +342,11 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
     notes = list(notes or [])
-    paths["markdown"].write_text(f"# {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in notes)
-                                 + "\n".join(sections_md))
-    paths["html"].write_text(
+    # each file whole or not at all, and a full disk names the file (backbones.checkpoint_io.atomic_write)
+    atomic_write_text(paths["markdown"], f"# {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in notes)
+                      + "\n".join(sections_md))
+    atomic_write_text(
+        paths["html"],
         '<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="en"><head><meta charset="utf-8"/>'
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:1em 1.5em}}"
         # numbers never wrap ("18.2 ± 0.1" on one line), headers may: the main table fits a 1280-px window
@@ -334,7 +355,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")
-    paths["json"].write_text(json.dumps({
+    atomic_write_text(paths["json"], strict_json({
         "tables": table_json, "conditions": conditions, "chance": chance or {},
         "groups": [{"name": g.name, "runs": [r.name for r in g.runs], "backbone": g.first.backbone,
                     "width": g.first.width, "init": g.first.init, "n": g.n, "seeds": g.seeds,
@@ -342,9 +363,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                    for g in groups],
         "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],
         "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs],
-        "plots": [f for f, _ in pre_plots + plots]}, indent=2, default=str))
-    with open(paths["csv"], "w", newline="") as f:
-        csv.writer(f).writerows([[_csv_cell(c) for c in row] for row in csv_rows])
+        "plots": [f for f, _ in pre_plots + plots]}))
+    table = io.StringIO(newline="")
+    csv.writer(table).writerows([[_csv_cell(c) for c in row] for row in csv_rows])
+    atomic_write_text(paths["csv"], table.getvalue())
     for f, _ in pre_plots + plots:
         paths[f] = out / f
     return paths
