@@ -10,7 +10,9 @@ file is executed (weights-only / restricted unpickling).
 """
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
@@ -28,7 +30,24 @@ def main(argv=None) -> int:
     ap.add_argument("--model-option", dest="option", action="append", type=model_option_argument, default=[],
                     metavar="KEY=VALUE", help="model option, e.g. stride_in_1x1=False (repeatable)")
     ap.add_argument("--drop-classifier", action="store_true", help="do not convert the classifier (fc)")
+    ap.add_argument("--overwrite", action="store_true", help="replace DST if it exists (default: refuse)")
     args = ap.parse_args(argv)
+    dst = Path(args.dst)
+    if dst.is_dir() or args.dst.endswith(os.sep):
+        print(f"convert_weights: {args.dst} is a directory; give the file to write, e.g. {dst / 'model.pth'}",
+              file=sys.stderr)
+        return 1
+    if dst.exists() and not args.overwrite:
+        print(f"convert_weights: {args.dst} exists; refusing to overwrite it (--overwrite replaces it)",
+              file=sys.stderr)
+        return 1
+    if os.path.exists(args.src) and os.path.exists(args.dst) and os.path.samefile(args.src, args.dst):
+        print(f"convert_weights: {args.dst} is the source file itself; write the conversion elsewhere",
+              file=sys.stderr)
+        return 1
+    if not dst.parent.is_dir():
+        print(f"convert_weights: {dst.parent} does not exist (the directory DST is written into)", file=sys.stderr)
+        return 1
     try:
         report, name, options = convert_checkpoint(args.src, args.dst, model_name=args.model,
                                                    options=dict(args.option), drop_classifier=args.drop_classifier)

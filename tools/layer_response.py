@@ -14,6 +14,7 @@ from backbones import create_model, load_pretrained
 from backbones.convert import infer_model
 from backbones.pretrained import read_weights
 from classification.analysis.layer_response import layer_response_std, plot_layer_responses
+from classification.engine.cli import user_errors
 from classification.engine.trainer import ClsConfig, build_datasets
 
 
@@ -24,14 +25,22 @@ def main(argv=None) -> int:
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--max-images", type=int, default=2000)
     ap.add_argument("--output", dest="out", default="layer_responses.png", help="the plot (PNG)")
+    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
+    if args.max_images <= 0:
+        ap.error(f"--max-images must be positive, got {args.max_images}")
+    with user_errors(args.debug):
+        return _run(args)
+
+
+def _run(args) -> int:
     _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
     results = {}
     for path in args.checkpoints:
         sd, fmt, meta = read_weights(path)
         name, options = infer_model(sd, fmt, meta)
         model = create_model(name, num_classes=len(val.classes), **options)
-        load_pretrained(model, path)
+        load_pretrained(model, path, drop_classifier=True)  # the responses are the 3x3 layers'; any class count
         res = layer_response_std(model, val, max_images=args.max_images)
         results[f"{name} ({path})"] = res
         stds = [s for _, s in res]
