@@ -184,6 +184,18 @@ class _WriteErrors:
         return getattr(self._f, name)
 
 
+def _new_file_mode() -> int:
+    """The mode open() would give a new file (0o666 less the umask): mkstemp's 0o600 would make reports and
+    checkpoints unreadable to the group that shares a run directory. Read once, at import (os.umask can only be
+    read by setting it, which other threads would see)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_NEW_FILE_MODE = _new_file_mode()
+
+
 def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     recorder = None
@@ -193,6 +205,7 @@ def _atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
             write(recorder)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _NEW_FILE_MODE)
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)

@@ -329,3 +329,12 @@ def test_the_report_lists_unusable_runs_and_writes_valid_json(tmp_path):
     assert "APs" not in vgg["metrics"] or vgg["metrics"]["APs"]["mean"] is None  # NaN: undefined, not a number
     assert (out / "per_category_ap.png").stat().st_size > 2000
     assert json.loads(json.dumps(report)) == report
+
+
+def test_atomic_writes_get_the_mode_of_an_ordinary_new_file(tmp_path):
+    """mkstemp's 0600 made checkpoints and reports unreadable to the group sharing a run directory."""
+    from backbones.checkpoint_io import atomic_write_text
+
+    atomic_write_text(tmp_path / "a.txt", "x")
+    (tmp_path / "b.txt").write_text("x")
+    assert (tmp_path / "a.txt").stat().st_mode == (tmp_path / "b.txt").stat().st_mode

@@ -234,7 +234,7 @@ def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tm
     assert "## Pretraining" in md and (tmp_path / "report" / "pretraining.png").stat().st_size > 2000
 
 
-def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path):
+def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path, monkeypatch):
     from PIL import Image
 
     from detection.report.panel import DET_COLOUR, GT_COLOUR
@@ -270,6 +270,16 @@ def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path)
     assert px(1, 60, 85) == DET_COLOUR and px(1, 10, 35) != GT_COLOUR  # vgg's own box, no GT drawn there
     assert px(2, 20, 95) == DET_COLOUR and px(2, 60, 85) != DET_COLOUR  # r101's box, not vgg's
     assert px(1, 100, 15) != DET_COLOUR  # the 0.1-score box is not drawn (1 object: the best box and >= 0.5)
+    import errno
+
+    import detection.report.writer as writer
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "draw_panel", full)  # a full disk is an error, not "panel not drawn" + exit 0
+    with pytest.raises(OSError, match="No space left"):
+        write_report(runs, tmp_path / "report2")
 
 
 def test_report_cli_errors(tmp_path):

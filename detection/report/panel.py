@@ -14,6 +14,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
+from backbones.checkpoint_io import atomic_write
+
 __all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "MAX_COLUMNS"]
 
 SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, and at least the top N (N = ground-truth objects)
@@ -107,5 +109,5 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
         for j, cell in enumerate(cells):
             canvas.paste(cell, (j * cw, _HEADER + i * ch))  # images of other sizes: top-left aligned
     out_file = Path(out_file)
-    canvas.save(out_file)
+    atomic_write(out_file, lambda f: canvas.save(f, format="PNG"))  # whole or not at all; a full disk named
     return out_file, [im["id"] for im in drawn]

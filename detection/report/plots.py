@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from backbones.checkpoint_io import atomic_write
 from classification.analysis.figures import pyplot
 
 from .groups import RunGroup
@@ -19,7 +20,7 @@ def _saver(out: Path, made: list[tuple[str, str]]):
 
     def save(fig, name: str, caption: str) -> None:
         fig.tight_layout()
-        fig.savefig(out / name, dpi=100)
+        atomic_write(out / name, lambda f: fig.savefig(f, format="png", dpi=100))
         plt.close(fig)
         made.append((name, caption))
 

@@ -4,6 +4,7 @@ plots and the qualitative panel."""
 from __future__ import annotations
 
 import csv
+import errno
 import html
 import io
 import json
@@ -241,7 +242,9 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
     try:
         path, ids = draw_panel([(g.name, g.first.predictions_file) for g in cands], Path(files["json_file"]),
                                Path(image_root), out / "qualitative.png")
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError) as err:  # the predictions or ground truth cannot be read
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise  # the report itself cannot be written: an error, not a note in a report that exits 0
         return [], [*notes, f"Qualitative panel not drawn: {err}"]
     seed = "" if all(g.n == 1 for g in cands) else " (first seed of each configuration)"
     caption = (f"{dataset}, images {ids}: ground truth (green) and each detector's boxes{seed} (red: every box "
