@@ -18,8 +18,8 @@ from detectron2.config import get_cfg
 
 from .safe_yaml import ConfigFileError, load_yaml
 
-__all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions", "check_config_file",
-           "check_run_config", "ConfigFileError"]
+__all__ = ["add_backbones_config", "get_detection_cfg", "apply_weights_conventions", "log_weights_conventions",
+           "check_config_file", "check_run_config", "ConfigFileError"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,11 +102,18 @@ def check_run_config(cfg: CN) -> None:
         raise ValueError("config: " + "; ".join(problems))
 
 
-def apply_weights_conventions(cfg: CN) -> dict:
+def log_weights_conventions(changes: dict, weights: str) -> None:
+    """One INFO line per config value apply_weights_conventions changed."""
+    for key, (old, new) in changes.items():
+        logger.info(f"{key}: {old} -> {new} (from the metadata of MODEL.WEIGHTS {weights})")
+
+
+def apply_weights_conventions(cfg: CN, *, log: bool = True) -> dict:
     """Set input format, pixel statistics and stride placement from MODEL.WEIGHTS' metadata (if it has any).
 
-    Returns what changed (key -> (old, new)), which is also logged. A detector checkpoint (resume, evaluation)
-    carries no backbone metadata and leaves the config as it is.
+    Returns what changed (key -> (old, new)), which is also logged (log=False: by the caller, e.g. once log.txt
+    exists). A detector checkpoint (resume, evaluation) carries no backbone metadata and leaves the config as it
+    is.
     """
     changes: dict = {}
     if not (cfg.MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS and cfg.MODEL.WEIGHTS):
@@ -145,8 +152,8 @@ def apply_weights_conventions(cfg: CN) -> dict:
     put("MODEL.PIXEL_STD", cfg.MODEL, "PIXEL_STD", list(meta.pixel_std) if meta.pixel_std else None)
     if cfg.MODEL.BACKBONES.NAME.startswith(("resnet", "plain")):
         put("MODEL.BACKBONES.STRIDE_IN_1X1", cfg.MODEL.BACKBONES, "STRIDE_IN_1X1", meta.stride_in_1x1)
-    for key, (old, new) in changes.items():
-        logger.info(f"{key}: {old} -> {new} (from the metadata of {path}, format {weights.source_format})")
+    if log:
+        log_weights_conventions(changes, f"{path}, format {weights.source_format}")
     return changes
 
 

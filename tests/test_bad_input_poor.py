@@ -207,10 +207,14 @@ def test_box_clipping_and_our_other_messages_reach_log_txt(tiny_data, tmp_path):
     json_file = tmp_path / "train.json"
     json_file.write_text(json.dumps(data))
     out = tmp_path / "run"
-    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "tiny_train", str(json_file), str(tiny_data)))
+    weights = tmp_path / "r18.pth"  # pretrained in BGR: INPUT.FORMAT follows the weights
+    save_pretrained(create_model("resnet18", num_classes=10, width=0.25), weights, input_format="BGR")
+    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "tiny_train", str(json_file), str(tiny_data)),
+                    "MODEL.WEIGHTS", weights)
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "train.json: 1 boxes clipped to their image" in log
+    assert f"INPUT.FORMAT: RGB -> BGR (from the metadata of MODEL.WEIGHTS {weights}" in log
     assert "detection.engine INFO: config files: ['configs/COCO-Detection/faster_rcnn_R_34_C4.yaml'" in log
 
 

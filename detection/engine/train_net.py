@@ -20,7 +20,7 @@ from classification.engine.run_directory import claim_run_directory, last_checkp
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
-from ..config import check_run_config, get_detection_cfg
+from ..config import apply_weights_conventions, check_run_config, get_detection_cfg, log_weights_conventions
 from ..datasets import register_coco, register_voc
 from ..safe_yaml import load_yaml
 from .trainer import Trainer
@@ -108,7 +108,9 @@ def _log_into_run(output_dir: str) -> None:
 def setup(args: argparse.Namespace):
     """Config from file + overrides (+ the weights' conventions), datasets, logging, OUTPUT_DIR/config.yaml."""
     register_cli_datasets(args)  # in every process: spawned workers do not inherit registrations
-    cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=False)
+    cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=False,
+                            read_weights=False)
+    conventions = apply_weights_conventions(cfg, log=False)  # logged below, once log.txt is the run's
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
     cfg.freeze()
     check_run_config(cfg)
@@ -129,6 +131,7 @@ def setup(args: argparse.Namespace):
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     _log_into_run(cfg.OUTPUT_DIR)
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
+    log_weights_conventions(conventions, cfg.MODEL.WEIGHTS)
     return cfg
 
 
