@@ -3,6 +3,7 @@ augmentation (equal to torchvision's), held-out items, the plan and its dry run,
 (a claim appears only with its numbers), the foreach gradient clipping (equal to Detectron2's)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -94,8 +95,32 @@ def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
     minutes = float(proc.stdout.split("[main job] estimated ")[1].split(" min")[0])
     assert minutes > 0 and not out.exists()
     assert "FutureWarning" not in proc.stderr  # fvcore's torch.jit.script warning is silenced at the entry point
+    assert "an ESTIMATE from mult-adds, not a measurement" in proc.stdout and "40 TFLOP/s sustained" in proc.stdout
+    assert re.search(r"resnet101 +pretraining 153.6M images x 7.6 GMACs = 48 GPU-hours; detection 5.12M images x "
+                     r"\d+ GMACs = \d+ GPU-hours", proc.stdout), proc.stdout[-2000:]
     dup = run_tool("tools/main_job.py", "--dry-run", "--seeds", "0", "0", timeout=120)
     assert dup.returncode != 0 and "lists a seed twice" in dup.stderr
+
+
+def test_paper_scale_cost_is_the_arithmetic_it_states():
+    """Mult-adds from the paper (Table 1: ResNet-101 7.6e9 FLOPs, i.e. mult-adds) x 2 x 3 x images / throughput."""
+    from backbones import complexity, create_model
+    from detection.engine.main_job import ARCH_CONFIGS
+    from detection.engine.paper_cost import paper_cost
+
+    r101 = paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=40)
+    assert r101.pretrain_gmacs == pytest.approx(7.6, rel=0.01)
+    assert r101.pretrain_gpu_hours == pytest.approx(7.57e9 * 6 * 600_000 * 256 / 40e12 / 3600, rel=0.01)
+    assert paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=80).detect_gpu_hours == \
+        pytest.approx(r101.detect_gpu_hours / 2)
+    # C4 detection image: stem..res4 at 600x1000 + res5 on 128 RoIs of 14x14 (res5 at 224 px sees 14x14)
+    by_full = complexity(create_model("resnet101"), (3, 600, 1000)).by_module
+    res5_roi = complexity(create_model("resnet101"), (3, 224, 224)).by_module["res5"]
+    trunk = sum(v for k, v in by_full.items() if k not in ("res5", "fc"))
+    assert r101.detect_gmacs == pytest.approx((trunk + 128 * res5_roi) / 1e9)
+    assert r101.detect_images == 320_000 * 16
+    vgg = paper_cost("vgg16", str(ARCH_CONFIGS["vgg"]))
+    assert vgg.pretrain_gmacs == pytest.approx(15.5, rel=0.01)  # VGG-16: 15.3-15.5 GMACs (Table 1's 15.3e9)
 
 
 def test_nested_spread_separates_pretraining_and_detection_seeds():
