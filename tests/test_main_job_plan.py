@@ -102,19 +102,21 @@ def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
     assert dup.returncode != 0 and "lists a seed twice" in dup.stderr
 
 
-def test_paper_scale_cost_is_the_arithmetic_it_states():
+def test_paper_scale_cost_is_the_arithmetic_it_states(monkeypatch):
     """Mult-adds from the paper (Table 1: ResNet-101 7.6e9 FLOPs, i.e. mult-adds) x 2 x 3 x images / throughput."""
+    import detection.engine.paper_cost as paper
     from backbones import complexity, create_model
     from detection.engine.main_job import ARCH_CONFIGS
     from detection.engine.paper_cost import paper_cost
 
+    monkeypatch.setattr(paper, "DETECTION_IMAGE", (160, 224))  # the arithmetic, at a size that counts in seconds
     r101 = paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=40)
     assert r101.pretrain_gmacs == pytest.approx(7.6, rel=0.01)
     assert r101.pretrain_gpu_hours == pytest.approx(7.57e9 * 6 * 600_000 * 256 / 40e12 / 3600, rel=0.01)
     assert paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=80).detect_gpu_hours == \
         pytest.approx(r101.detect_gpu_hours / 2)
-    # C4 detection image: stem..res4 at 600x1000 + res5 on 128 RoIs of 14x14 (res5 at 224 px sees 14x14)
-    by_full = complexity(create_model("resnet101"), (3, 600, 1000)).by_module
+    # C4 detection image: stem..res4 on the image + res5 on 128 RoIs of 14x14 (res5 at 224 px sees 14x14)
+    by_full = complexity(create_model("resnet101"), (3, 160, 224)).by_module
     res5_roi = complexity(create_model("resnet101"), (3, 224, 224)).by_module["res5"]
     trunk = sum(v for k, v in by_full.items() if k not in ("res5", "fc"))
     assert r101.detect_gmacs == pytest.approx((trunk + 128 * res5_roi) / 1e9)
