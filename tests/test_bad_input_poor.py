@@ -284,15 +284,35 @@ def test_a_killed_writers_temporary_files_go_when_the_next_run_takes_the_directo
 
 @pytest.mark.slow
 def test_ctrl_c_in_the_main_job_is_one_line(tmp_path):
+    # SIGINT as at a terminal: a shell without job control starts background commands (`.ci/run &`) with SIGINT
+    # ignored, and everything they start inherits that; Python then installs no KeyboardInterrupt handler
     proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--quick", "--output-dir", str(tmp_path / "job")],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stdout.readline()  # "[main job] N stages ...; measuring ..." : it is running
     assert "[main job]" in first, first
     time.sleep(1)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # still running: SIGTERM stops it and the stages it started
+            proc.terminate()
+            proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("[main job] interrupted"), err[-2000:]
+    # `kill PID` once stages run: they are stopped too, not left running in their own sessions
+    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--quick", "--output-dir", str(tmp_path / "job")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # SIGINT as given
+    t0 = time.time()
+    while "started:" not in (line := proc.stdout.readline()):
+        assert line, proc.stderr.read()[-2000:]
+    proc.terminate()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "[main job] interrupted" in err, err[-2000:]
+    assert time.time() - t0 < 50  # the stages stopped on the job's SIGINT, not after its 60-s wait and SIGKILL
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "job")], capture_output=True, text=True).stdout.split()
+    assert not left, f"stage processes still running: {left}"
 
 
 # ---- the report -----------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -370,6 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     plan = plan_from_args(args)
@@ -424,6 +429,8 @@ def _main(argv: list[str] | None = None) -> int:
     print(f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
           f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
           f"about {minutes:.0f} min of stages (measured step times)", flush=True)
+    # `kill PID` (SIGTERM) stops the job as Ctrl-C does: its stages are told to stop, not left running alone
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
     except RuntimeError as err:  # a failed stage, or a StageConflict

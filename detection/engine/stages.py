@@ -174,7 +174,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 logf = open(s.out / "stage.log", "a")
                 proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=REPO,
                                         env=_stage_env(threads), stdout=logf, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_default_sigint)
                 running[s.out] = (s, proc, time.time(), logf)
                 log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / 'stage.log'})")
             time.sleep(0.5)
@@ -218,6 +218,12 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
         raise
     if failed:
         raise RuntimeError("stage failed: " + "\n".join(failed))
+
+
+def _default_sigint() -> None:
+    """In a stage, before exec: SIGINT raises KeyboardInterrupt (the stop run_graph sends), also when the job was
+    started with SIGINT ignored (a background command of a shell without job control), which children inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class StageCommand:
