@@ -34,11 +34,11 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
+    # every checkpoint read (safely) and its net inferred first: a bad file is named before the data is built
+    nets = [(path, *infer_model(*read_weights(path))) for path in args.checkpoints]
     _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
     results = {}
-    for path in args.checkpoints:
-        sd, fmt, meta = read_weights(path)
-        name, options = infer_model(sd, fmt, meta)
+    for path, name, options in nets:
         model = create_model(name, num_classes=len(val.classes), **options)
         load_pretrained(model, path, drop_classifier=True)  # the responses are the 3x3 layers'; any class count
         res = layer_response_std(model, val, max_images=args.max_images)
