@@ -42,9 +42,9 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
                          "see backbones.list_models()") from None
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
         raise ValueError(f"num_classes must be an integer >= 0 (0: no classifier), got {num_classes!r}")
-    accepted = [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]
-    unknown = sorted(set(options) - set(accepted)) if not any(
-        p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()) else []
+    params = inspect.signature(fn).parameters.values()
+    accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    unknown = [] if any(p.kind is p.VAR_KEYWORD for p in params) else sorted(set(options) - set(accepted))
     if unknown:
         raise ModelOptionError(f"{name} has no option {', '.join(map(repr, unknown))}; its options: "
                         f"{', '.join(a for a in accepted if a != 'num_classes')}")

@@ -86,8 +86,8 @@ def check_run_config(cfg: CN) -> None:
 
     for key in ("TRAIN", "TEST"):
         for name in cfg.DATASETS[key]:
-            if dataset_name_problem(name):
-                problems.append(f"DATASETS.{key} {name!r}: {dataset_name_problem(name)}")
+            if why := dataset_name_problem(name):
+                problems.append(f"DATASETS.{key} {name!r}: {why}")
     if not str(cfg.OUTPUT_DIR).strip():
         problems.append('OUTPUT_DIR "": a run needs a directory for its outputs')
     from .evaluation.coco import COCO_BACKENDS

@@ -279,9 +279,9 @@ def step(run: Run, images: torch.Tensor, labels: torch.Tensor, scaler, criterion
         logits = run.net(images)
         loss = criterion(logits, labels)
     if not torch.isfinite(loss):
-        tag = run.out / LAST_CHECKPOINT
-        last = f"the last good checkpoint is {run.out / tag.read_text().strip()} (--resume continues from it)" \
-            if tag.is_file() else "no checkpoint was written before it"
+        good = last_checkpoint_file(run.out)  # the trainer wrote it: a complete file, or none yet
+        last = f"the last good checkpoint is {good} (--resume continues from it)" if good else \
+            "no checkpoint was written before it"
         raise FloatingPointError(f"loss became {loss.item()} at iteration {run.iteration} (lr {lr:g}): training "
                                  f"diverged, a smaller --lr usually avoids it; {last}")
     run.optimizer.zero_grad(set_to_none=True)

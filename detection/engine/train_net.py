@@ -64,8 +64,8 @@ def register_cli_datasets(args: argparse.Namespace) -> None:
 
     for flag, entries in (("--dataset-coco", args.dataset_coco), ("--dataset-voc", args.dataset_voc)):
         for name, *_ in entries:
-            if dataset_name_problem(name):
-                raise ValueError(f"{flag} {name!r}: {dataset_name_problem(name)}")
+            if why := dataset_name_problem(name):
+                raise ValueError(f"{flag} {name!r}: {why}")
     for name, json_file, image_root in args.dataset_coco:
         register_coco(name, json_file, image_root)
     classes = [c.strip() for c in args.voc_classes.split(",") if c.strip()] if args.voc_classes else None
