@@ -15,8 +15,13 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 TINY_SPEC = EmbeddedSpec(num_train=12, num_val=8, image_size=96, min_object=24, max_object=48, seed=3)
 
-# Two pytest-xdist workers share two cores: one intra-op thread each keeps the machine from oversubscribing.
-torch.set_num_threads(int(os.environ.get("TEST_TORCH_THREADS", "1")))
+# Two pytest-xdist workers share two cores: one intra-op thread each keeps the machine from oversubscribing. The
+# processes a test starts (the tools through run_tool, Slurm jobs) inherit it through OMP_NUM_THREADS: at torch's
+# default of one thread per core, two workers' tools ran 4 threads on 2 cores and OpenMP's spin-waits made a
+# tool-running test ~3x slower. A test about thread counts passes its own (the main job's --threads).
+TEST_THREADS = os.environ.get("TEST_TORCH_THREADS", "1")
+os.environ["OMP_NUM_THREADS"] = TEST_THREADS
+torch.set_num_threads(int(TEST_THREADS))
 
 
 @pytest.fixture(scope="session")
