@@ -1,0 +1,189 @@
+"""Two runs of the main job side by side (another thread count, machine or torch build): how far each stage's
+number moved, and whether the backbone verdict survived (tools/compare_jobs.py).
+
+The stages are matched by name (pretrain/<net>_p<seed>, detect/<leg>); their commands are compared with the
+machine-specific parts (where the repository and the output directory are) removed, so a difference in settings
+is named rather than passed off as noise. The verdicts are recomputed from each job's results.json with the job's
+own rule: a difference is called only beyond the spread of both groups (report.groups.difference_spread).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+__all__ = ["compare_jobs", "comparison_lines"]
+
+PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 accuracy on its val items
+DETECT_METRICS = ("AP50", "AP")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise OSError(f"{path}: cannot read it ({err.strerror or err})") from None
+    except ValueError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
+def _job_dir(path) -> Path:
+    job = Path(path)
+    if not job.is_dir():
+        raise FileNotFoundError(f"{job}: no such directory")
+    if not (job / "results.json").is_file() or not any((job / d).is_dir() for d in ("pretrain", "detect")):
+        raise ValueError(f"{job}: not the output of a finished main job (tools/main_job.py --output-dir): "
+                         "it needs results.json and pretrain/ or detect/")
+    return job
+
+
+def _portable(item: str, job: Path) -> str:
+    """A command-line item without where things are on this machine: output paths relative to the job, other
+    paths by their last two components (configs/<dir>/<file>, tools/<tool>.py)."""
+    if "/" not in item:
+        return item
+    p = Path(item)
+    try:
+        return "<job>/" + str(p.resolve().relative_to(job.resolve()))
+    except ValueError:
+        return "/".join(p.parts[-2:])
+
+
+def _stage_numbers(job: Path, stage: Path) -> tuple[dict[str, float], str | None]:
+    """(metric -> finite value, why unusable or None) of one stage directory."""
+    from ..report.runs import load_run
+
+    if stage.parent.name == "pretrain":
+        try:
+            top1 = _read_json(stage / "metrics.json")["final"]["top1"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            return {}, f"no final top-1 in metrics.json ({err})"
+        if not isinstance(top1, (int, float)) or not math.isfinite(top1):
+            return {}, f"final top-1 is {top1!r}"
+        return {PRETRAIN_METRIC: 100.0 - top1}, None
+    run = load_run(stage)
+    if run.status != "finished":
+        return {}, run.status
+    vals = {k: run.metrics.get(k) for k in DETECT_METRICS}
+    return {k: v for k, v in vals.items() if isinstance(v, (int, float)) and math.isfinite(v)}, None
+
+
+def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None]:
+    try:
+        rec = _read_json(stage / "main_job_stage.json")
+    except (OSError, ValueError):
+        return None, None
+    argv = rec.get("argv")
+    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads")
+
+
+def _differences(argv_a: list[str] | None, argv_b: list[str] | None) -> list[str]:
+    """'KEY a vs b' for each command-line value that differs (the item before it names it)."""
+    if argv_a is None or argv_b is None:
+        return ["no main_job_stage.json record in " + ("A" if argv_a is None else "B")]
+    out = [f"{argv_a[i - 1] + ' ' if i else ''}{x} vs {y}" for i, (x, y) in enumerate(zip(argv_a, argv_b)) if x != y]
+    if len(argv_a) != len(argv_b):
+        out.append(f"{len(argv_a)} vs {len(argv_b)} command-line items")
+    return out
+
+
+def _stages(job: Path) -> dict[str, Path]:
+    return {f"{kind}/{d.name}": d for kind in ("pretrain", "detect") if (job / kind).is_dir()
+            for d in sorted((job / kind).iterdir()) if d.is_dir()}
+
+
+def _call(delta: float, spread: float | None, a: str, b: str) -> str:
+    if spread is None:
+        return "no call (a group of one run: spread unknown)"
+    if abs(delta) <= spread:
+        return "no call (within the spread)"
+    return f"{a if delta > 0 else b} ahead"
+
+
+def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
+    from ..report.groups import difference_spread
+
+    out = []
+    for d in res_a.get("deltas") or []:
+        row = {"a": d["a"], "b": d["b"], "metric": d["metric"]}
+        for side, res in (("A", res_a), ("B", res_b)):
+            try:
+                sa, sb = (res["groups"][g]["stats"][d["metric"]] for g in (d["a"], d["b"]))
+            except (KeyError, TypeError):
+                row[side] = None
+                continue
+            delta = sa["mean"] - sb["mean"]
+            spread = difference_spread(sa.get("sd"), sb.get("sd"))
+            row[side] = {"delta": delta, "spread": spread, "call": _call(delta, spread, d["a"], d["b"])}
+        row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
+        out.append(row)
+    return out
+
+
+def compare_jobs(a, b) -> dict:
+    """Everything tools/compare_jobs.py prints, as numbers: per matched stage each metric in A and B and B - A;
+    per metric the mean and largest |B - A|; the thread counts; stages whose settings differ; the verdicts."""
+    job_a, job_b = _job_dir(a), _job_dir(b)
+    res_a, res_b = _read_json(job_a / "results.json"), _read_json(job_b / "results.json")
+    st_a, st_b = _stages(job_a), _stages(job_b)
+    out: dict = {"a": str(job_a), "b": str(job_b), "rows": [], "unusable": [], "settings_differ": [],
+                 "only_in_a": sorted(set(st_a) - set(st_b)), "only_in_b": sorted(set(st_b) - set(st_a)),
+                 "threads": {"A": set(), "B": set()}}
+    for name in sorted(set(st_a) & set(st_b)):
+        (argv_a, thr_a), (argv_b, thr_b) = _stage_record(st_a[name], job_a), _stage_record(st_b[name], job_b)
+        out["threads"]["A"].add(thr_a)
+        out["threads"]["B"].add(thr_b)
+        same = argv_a == argv_b
+        if not same:
+            out["settings_differ"].append({"stage": name, "differences": _differences(argv_a, argv_b)})
+        (nums_a, why_a), (nums_b, why_b) = _stage_numbers(job_a, st_a[name]), _stage_numbers(job_b, st_b[name])
+        if why_a or why_b:
+            out["unusable"].append({"stage": name, "A": why_a, "B": why_b})
+        for metric in sorted(set(nums_a) & set(nums_b)):
+            out["rows"].append({"stage": name, "metric": metric, "A": nums_a[metric], "B": nums_b[metric],
+                                "diff": nums_b[metric] - nums_a[metric], "same_settings": same})
+    out["threads"] = {k: sorted(v, key=lambda t: (t is None, t or 0)) for k, v in out["threads"].items()}
+    moved = {}
+    for metric in (PRETRAIN_METRIC, *DETECT_METRICS):
+        diffs = [abs(r["diff"]) for r in out["rows"] if r["metric"] == metric and r["same_settings"]]
+        if diffs:
+            moved[metric] = {"mean_abs_diff": statistics.fmean(diffs), "max_abs_diff": max(diffs), "n": len(diffs)}
+    out["moved"] = moved
+    out["verdicts"] = _verdicts(res_a, res_b)
+    return out
+
+
+def _threads(values: list) -> str:
+    known = [v for v in values if v is not None]
+    text = "/".join(str(v) for v in known) or "not recorded"
+    return text + (" (some stages did not record it)" if len(known) < len(values) else "")
+
+
+def comparison_lines(cmp: dict) -> list[str]:
+    lines = [f"A: {cmp['a']} (threads per stage: {_threads(cmp['threads']['A'])})",
+             f"B: {cmp['b']} (threads per stage: {_threads(cmp['threads']['B'])})"]
+    if cmp["settings_differ"]:
+        lines.append("settings differ (these stages ran other commands; their differences are not noise):")
+        lines += [f"  {d['stage']}: {'; '.join(d['differences'][:4])}" for d in cmp["settings_differ"]]
+    else:
+        lines.append("settings: every matched stage ran the same command (paths aside)")
+    for side in ("a", "b"):
+        if cmp[f"only_in_{side}"]:
+            lines.append(f"only in {side.upper()} (not compared): {', '.join(cmp[f'only_in_{side}'])}")
+    for u in cmp["unusable"]:
+        lines.append(f"not compared, {u['stage']}: " + "; ".join(f"{s}: {u[s]}" for s in ("A", "B") if u[s]))
+    lines.append(f"{'stage':<30} {'metric':<12} {'A':>8} {'B':>8} {'B - A':>8}")
+    lines += [f"{r['stage']:<30} {r['metric']:<12} {r['A']:8.2f} {r['B']:8.2f} {r['diff']:+8.2f}"
+              + ("" if r["same_settings"] else "  (other settings)") for r in cmp["rows"]]
+    for metric, m in cmp["moved"].items():
+        lines.append(f"moved, {metric}: mean |B - A| {m['mean_abs_diff']:.2f}, largest {m['max_abs_diff']:.2f} "
+                     f"(n={m['n']} stages with the same settings)")
+    for v in cmp["verdicts"]:
+        sides = [f"{s} {v[s]['delta']:+.2f}" + (f" (spread ±{v[s]['spread']:.2f})" if v[s]["spread"] is not None
+                                                else "") + f": {v[s]['call']}" if v[s] else f"{s}: not in results"
+                 for s in ("A", "B")]
+        lines.append(f"verdict {v['a']} vs {v['b']}, Δ{v['metric']}: {'; '.join(sides)} -- "
+                     + ("the same call" if v["same_call"] else "NOT the same call"))
+    return lines

@@ -1,0 +1,80 @@
+"""tools/compare_jobs.py: two runs of the main job (another thread count or machine) stage by stage -- the numbers
+that moved, the stages that ran other settings (named, not averaged in as noise), the verdicts recomputed in each
+job -- on job directories written in the job's formats."""
+
+import json
+
+import pytest
+
+from conftest import run_tool
+from detection.engine.job_comparison import compare_jobs, comparison_lines
+
+
+def _stage(job, name, argv, threads, metrics):
+    d = job / name
+    d.mkdir(parents=True)
+    (d / "main_job_stage.json").write_text(json.dumps({"argv": argv, "threads": threads}))
+    (d / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
+
+
+def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups):
+    job = root / "job"
+    _stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", "--iterations", "3750", "--output-dir",
+                                          f"{job}/pretrain/resnet101_p0"], threads, {"final": {"top1": pre_top1}})
+    for leg, ap50, iters in (("resnet101_p0_d0", r101_ap50, r101_iters), ("vgg16_bn_p0_d0", vgg_ap50, "3200")):
+        _stage(job, f"detect/{leg}", [f"{repo}/tools/train_det.py", "--config-file",
+                                      f"{repo}/configs/COCO-Detection/faster_rcnn_R_101_C4.yaml", "MODEL.WEIGHTS",
+                                      f"{job}/pretrain/resnet101_p0/model_final.pth", "SOLVER.MAX_ITER", iters],
+               threads, {"evaluation": {"embedded_val": {"bbox": {"AP50": ap50, "AP": ap50 / 2, "APl": float("nan")}}}})
+    deltas = [{"a": "resnet101_pretrained", "b": "vgg16_bn_pretrained", "metric": "AP50", "delta": 0.0}]
+    (job / "results.json").write_text(json.dumps({"groups": groups, "deltas": deltas, "pretraining": {}}))
+    return job
+
+
+def _groups(r101, vgg, sd):
+    return {"resnet101_pretrained": {"stats": {"AP50": {"mean": r101, "sd": sd, "n": 4}}},
+            "vgg16_bn_pretrained": {"stats": {"AP50": {"mean": vgg, "sd": sd, "n": 4}}}}
+
+
+def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_path):
+    a = _job(tmp_path / "a", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 1.0))
+    b = _job(tmp_path / "b", "/scratch/y/clone", 2, r101_iters="6400", r101_ap50=93.0, vgg_ap50=94.0,
+             pre_top1=79.5, groups=_groups(93.5, 94.0, 1.0))
+    _stage(b, "detect/resnet101_scratch_d0", ["tools/train_det.py"], 2, "{not json")  # only in B
+    _stage(b, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 2, "{")
+    _stage(a, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 1, "{")  # in both, unusable in both
+    cmp = compare_jobs(a, b)
+    assert cmp["threads"] == {"A": [1], "B": [2]}
+    # the repository and output paths differ between the machines; only MAX_ITER is a difference in settings
+    assert cmp["settings_differ"] == [{"stage": "detect/resnet101_p0_d0",
+                                       "differences": ["SOLVER.MAX_ITER 3200 vs 6400"]}]
+    assert cmp["only_in_b"] == ["detect/resnet101_scratch_d0"] and cmp["only_in_a"] == []
+    assert [u["stage"] for u in cmp["unusable"]] == ["detect/vgg16_bn_scratch_d0"]
+    rows = {(r["stage"], r["metric"]): r for r in cmp["rows"]}
+    assert rows[("pretrain/resnet101_p0", "top-1 error")]["diff"] == pytest.approx(0.5)  # error 20.0 -> 20.5
+    assert rows[("detect/vgg16_bn_p0_d0", "AP50")]["diff"] == pytest.approx(-1.0)
+    assert not rows[("detect/resnet101_p0_d0", "AP50")]["same_settings"]
+    assert ("detect/vgg16_bn_p0_d0", "APl") not in rows  # NaN: undefined, not compared
+    # the run with other settings (+3 AP50) is not counted as movement
+    assert cmp["moved"]["AP50"] == {"mean_abs_diff": pytest.approx(1.0), "max_abs_diff": pytest.approx(1.0), "n": 1}
+    (v,) = cmp["verdicts"]
+    assert v["A"]["call"] == "vgg16_bn_pretrained ahead" and v["A"]["spread"] == pytest.approx(2 ** 0.5)
+    assert v["B"]["call"] == "no call (within the spread)" and not v["same_call"]
+    text = "\n".join(comparison_lines(cmp))
+    assert "NOT the same call" in text and "(other settings)" in text and "only in B (not compared)" in text
+    same = compare_jobs(a, a)
+    assert all(r["diff"] == 0 for r in same["rows"]) and same["verdicts"][0]["same_call"]
+    assert "every matched stage ran the same command" in "\n".join(comparison_lines(same))
+
+
+def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):
+    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+    out = tmp_path / "cmp.json"
+    proc = run_tool("tools/compare_jobs.py", a, a, "--json", out, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "the same call" in proc.stdout and json.loads(out.read_text())["moved"]["AP50"]["max_abs_diff"] == 0
+    bad = run_tool("tools/compare_jobs.py", a, tmp_path, timeout=120)
+    assert bad.returncode == 2 and f"{tmp_path}: not the output of a finished main job" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        compare_jobs(a, tmp_path / "missing")
