@@ -178,9 +178,11 @@ def test_layer_response_and_degradation_tools(tmp_path):
     proc = run_tool("tools/degradation.py", "--models", "cifar_plain8", "cifar_resnet8", "--dataset", "embedded",
                     "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
                     "--workers", "0", "--layer-responses", "--output-dir", tmp_path / "deg", timeout=300)
-    assert proc.returncode != 0 and "unknown model 'cifar_plain8'" in proc.stderr  # only the paper's depths
+    assert proc.returncode == 2 and "unknown model 'cifar_plain8'" in proc.stderr  # only the paper's depths
+    assert "Traceback" not in proc.stderr and not (tmp_path / "deg").exists()  # named before anything is built
     proc = run_tool("tools/degradation.py", "--models", "cifar_plain20", "cifar_resnet20", "--dataset", "embedded",
-                    "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--val-samples", "16",
+                    "--iterations", "4", "--batch-size", "8", "--eval-period", "2", "--train-samples", "64",
+                    "--val-samples", "16",
                     "--workers", "0", "--layer-responses", "--output-dir", tmp_path / "deg", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert Path(tmp_path / "deg" / "degradation.png").stat().st_size > 1000

@@ -15,6 +15,7 @@ from pathlib import Path
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
 from classification.analysis.degradation import plot_curves, run_degradation, summary_table
+from classification.engine.cli import user_errors
 from classification.engine.trainer import ClsConfig, build_datasets
 
 
@@ -28,17 +29,25 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
     ap.add_argument("--eval-period", type=int, default=100)
+    ap.add_argument("--train-samples", type=int, default=None,
+                    help="train on the first N training items (default: all; the paper's curves use all)")
     ap.add_argument("--val-samples", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layer-responses", action="store_true", help="also plot Fig. 7 for the trained models")
     ap.add_argument("--output-dir", dest="out", default="output/degradation", help="runs, curves and table")
+    ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
+    with user_errors(args.debug):
+        return _run(args)
+
+
+def _run(args) -> int:
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     base = ClsConfig(dataset=args.dataset, data_root=args.data_root, iterations=args.iterations,
                      batch_size=args.batch_size, lr=args.lr, eval_period=args.eval_period,
-                     checkpoint_period=args.iterations, val_samples=args.val_samples, workers=args.workers,
+                     checkpoint_period=args.iterations, train_samples=args.train_samples,
+                     val_samples=args.val_samples, workers=args.workers,
                      seed=args.seed, milestones=(0.5, 0.75))
     histories = run_degradation(args.models, base, out)
     plot_curves(histories, out / "degradation.png",

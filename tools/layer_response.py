@@ -36,7 +36,10 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     # every checkpoint read (safely) and its net inferred first: a bad file is named before the data is built
     nets = [(path, *infer_model(*read_weights(path))) for path in args.checkpoints]
-    _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root))
+    # only the first --max-images val images are used: the embedded set renders just those (train_samples=1: its
+    # training split, 60,000 composites, is not needed here)
+    _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root, train_samples=1,
+                                         val_samples=args.max_images))
     results = {}
     for path, name, options in nets:
         model = create_model(name, num_classes=len(val.classes), **options)

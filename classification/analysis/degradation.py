@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from backbones import create_model, list_models
+
 from ..engine.trainer import ClsConfig, train
 
 __all__ = ["run_degradation", "plot_curves", "summary_table"]
@@ -14,7 +16,11 @@ __all__ = ["run_degradation", "plot_curves", "summary_table"]
 
 def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> dict[str, dict]:
     """Train each model with `base` (same data, iterations, lr, seed); returns {model: history}."""
+    for name in models:  # every name checked before the data is built and the first model trains for minutes
+        if name not in list_models():
+            create_model(name)  # raises the registry's "unknown model ...; similar: ..."
     out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in models:
         cfg = replace(base, model=name, output_dir=str(out / name))
