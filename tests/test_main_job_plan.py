@@ -50,15 +50,34 @@ def test_batch_augmentation_is_torchvisions_crop_and_flip():
         assert torch.equal(ref.permute(1, 2, 0), out[i]), i
 
 
+def _small_fashion_mnist(root, n_train: int, n_test: int) -> None:
+    """Fashion-MNIST's four IDX files (gzip, the real format) with n_train / n_test random items."""
+    import gzip
+    import struct
+
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        with gzip.open(root / f"{prefix}-images-idx3-ubyte.gz", "wb") as f:
+            f.write(bytes([0, 0, 8, 3]) + struct.pack(">3I", n, 28, 28) + rng.integers(0, 256, n * 784, np.uint8)
+                    .tobytes())
+        with gzip.open(root / f"{prefix}-labels-idx1-ubyte.gz", "wb") as f:
+            f.write(bytes([0, 0, 8, 1]) + struct.pack(">I", n) + bytes(i % 10 for i in range(n)))
+
+
 def test_holdout_is_the_last_training_items(tmp_path, monkeypatch):
+    from classification.data import objects
     from classification.engine.trainer import build_datasets
 
+    # a 200-item Fashion-MNIST: the held-out items are the last of the split, whose cache is rendered whole
+    _small_fashion_mnist(tmp_path, 200, 50)
+    monkeypatch.setattr(objects, "FASHION_MNIST_DIR", tmp_path)
     monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path))
     cfg = ClsConfig(dataset="embedded", holdout=40, train_samples=100, output_dir=str(tmp_path / "o"))
     train, val, _ = build_datasets(cfg)
     assert isinstance(train, CompositedSet) and len(train) == 100 and len(val) == 40
-    n = len(EmbeddedObjects("train", 32))
     ref = EmbeddedObjects("train", 32)
+    n = len(ref)
+    assert n == 200 and ref.source == "fashion-mnist"
     assert np.array_equal(val.images[0].numpy(), np.asarray(ref[n - 40][0]))  # unaugmented, from the train split
     assert int(val.labels[-1]) == ref[n - 1][1]
     with pytest.raises(ValueError, match="embedded dataset only"):
