@@ -51,7 +51,7 @@ def _portable(item: str, job: Path) -> str:
         return "/".join(p.parts[-2:])
 
 
-def _stage_numbers(job: Path, stage: Path) -> tuple[dict[str, float], str | None]:
+def _stage_numbers(stage: Path) -> tuple[dict[str, float], str | None]:
     """(metric -> finite value, why unusable or None) of one stage directory."""
     from ..report.runs import load_run
 
@@ -138,7 +138,7 @@ def compare_jobs(a, b) -> dict:
         same = argv_a == argv_b
         if not same:
             out["settings_differ"].append({"stage": name, "differences": _differences(argv_a, argv_b)})
-        (nums_a, why_a), (nums_b, why_b) = _stage_numbers(job_a, st_a[name]), _stage_numbers(job_b, st_b[name])
+        (nums_a, why_a), (nums_b, why_b) = _stage_numbers(st_a[name]), _stage_numbers(st_b[name])
         if why_a or why_b:
             out["unusable"].append({"stage": name, "A": why_a, "B": why_b})
         for metric in sorted(set(nums_a) & set(nums_b)):
