@@ -54,15 +54,27 @@ class VGG(FeatureNet):
         self.fc = nn.Linear(fc_dim, num_classes) if num_classes > 0 else None
 
     def forward_head(self, x: torch.Tensor) -> torch.Tensor:
-        # Adaptive pooling to 7x7 (identity at 224x224) lets any input size reach fc6, as torchvision does.
-        x = fc67(F.adaptive_avg_pool2d(self.pool5(x), (7, 7)), self.fc6, self.fc7, self.dropout)
+        # Adaptive pooling to 7x7 (identity at 224x224) lets any input size reach fc6, as torchvision does; a 1x1
+        # pool5 (inputs of 32-63 px) goes to fc67 as it is, which treats it as the 7x7 map of copies it would become.
+        x = self.pool5(x)
+        if x.shape[-2:] != (1, 1):
+            x = F.adaptive_avg_pool2d(x, (7, 7))
+        x = fc67(x, self.fc6, self.fc7, self.dropout)
         return self.fc(x) if self.fc is not None else x
 
 
 def fc67(x: torch.Tensor, fc6: nn.Linear, fc7: nn.Linear, dropout: nn.Module) -> torch.Tensor:
     """fc6 - ReLU - dropout - fc7 - ReLU - dropout on (N, C, 7, 7) maps: VGG's classifier body, and py-faster-rcnn's
-    RoI head on 7x7 RoIs of conv5_3 (the same layers, so ImageNet weights carry over)."""
-    x = dropout(F.relu_(fc6(torch.flatten(x, 1))))
+    RoI head on 7x7 RoIs of conv5_3 (the same layers, so ImageNet weights carry over).
+
+    An (N, C, 1, 1) map stands for the 7x7 map of 49 copies that adaptive pooling makes of it; fc6 over 49 copies is
+    fc6 with its weight summed over the 49 positions -- the same function and gradients with 49x fewer mult-adds in
+    fc6 (a quarter of VGG-16's training step at 32 px, where pool5 is 1x1)."""
+    if x.shape[-2:] == (1, 1) and fc6.in_features == 49 * x.shape[1]:
+        x = F.linear(x.flatten(1), fc6.weight.unflatten(1, (x.shape[1], 49)).sum(2), fc6.bias)
+    else:
+        x = fc6(torch.flatten(x, 1))
+    x = dropout(F.relu_(x))
     return dropout(F.relu_(fc7(x)))
 
 
