@@ -124,6 +124,20 @@ def test_train_end_to_end_and_exact_resume(tmp_path):
         torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=1e-5, msg=k)
 
 
+def test_keep_checkpoints_deletes_only_older_intermediate_files(tmp_path):
+    out = tmp_path / "keep"
+    train(_cfg(tmp_path, "keep", iterations=8, eval_period=8, checkpoint_period=2, keep_checkpoints=1,
+               train_samples=32, val_samples=8, deterministic=False))
+    assert sorted(p.name for p in out.glob("model_*.pth")) == ["model_0000006.pth", "model_final.pth"]
+    assert (out / "last_checkpoint").read_text().strip() == "model_final.pth"
+    train(_cfg(tmp_path, "all", iterations=4, eval_period=4, checkpoint_period=2, train_samples=32, val_samples=8,
+               deterministic=False))  # the default keeps every one
+    assert sorted(p.name for p in (tmp_path / "all").glob("model_*.pth")) == ["model_0000002.pth",
+                                                                                "model_final.pth"]
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        _cfg(tmp_path, keep_checkpoints=-1)
+
+
 def test_warmup_until_error_keeps_the_low_lr(tmp_path):
     res = train(_cfg(tmp_path, "warm", iterations=6, eval_period=3, warmup_until_error=0.0, lr=0.1,
                      warmup_factor=0.1))

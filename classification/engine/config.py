@@ -70,6 +70,8 @@ class ClsConfig:
     workers: int = _opt(2, "data loading processes")
     eval_period: int = _opt(500, "evaluate every N iterations (and at the end)")
     checkpoint_period: int = _opt(500, "checkpoint every N iterations (and at the end)")
+    keep_checkpoints: int = _opt(0, "keep only the newest N intermediate checkpoints, deleting older ones once the "
+                                    "newer is complete (0: keep all; model_final.pth always stays)")
     test_mode: str = _opt("center", "evaluation views: center (the whole 32-px image for small datasets), ten-crop "
                                     "or multi-scale (fully convolutional at shorter sides 224..640; imagefolder)",
                           choices=TEST_MODES)
@@ -85,6 +87,9 @@ class ClsConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int) \
+                or self.keep_checkpoints < 0:
+            raise ValueError(f"keep_checkpoints must be an integer >= 0, got {self.keep_checkpoints!r}")
         for name in ("train_samples", "val_samples", "holdout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):

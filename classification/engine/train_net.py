@@ -41,7 +41,8 @@ def main(args: argparse.Namespace) -> dict:
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
                         recorded=_recorded_config(recorded) if args.resume and recorded.is_file() else None,
                         now=json.loads(json.dumps(asdict(cfg))), source=str(recorded),
-                        may_change=("iterations", "eval_period", "checkpoint_period", "output_dir", "workers"))
+                        may_change=("iterations", "eval_period", "checkpoint_period", "keep_checkpoints", "output_dir",
+                                    "workers"))
     if args.resume:
         last_checkpoint_file(out)  # a ValueError now if it names nothing usable, before config.json is rewritten
     result = train(cfg)

@@ -205,9 +205,10 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
             for _, proc, _, _ in running.values():
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT)
+            deadline = time.time() + 60  # one minute for all of them together, not one each
             for _, proc, _, logf in running.values():
                 try:
-                    proc.wait(timeout=60)
+                    proc.wait(timeout=max(0.0, deadline - time.time()))
                 except subprocess.TimeoutExpired:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
