@@ -330,6 +330,33 @@ def _pretrain_loop_seconds(model: str, cached: bool, batch: int, iterations: int
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _vgg_head_steps(batch: int = 128, size: int = 32):
+    """One VGG-16(BN) x0.25 training step at 32 px with our head (a 1x1 pool5 meets fc6 as its weight summed over
+    the 49 positions) and with torchvision's path (pool5 adaptively pooled to 49 copies, fc6 over all of them)."""
+    import torch.nn.functional as F
+
+    from backbones import create_model
+    from backbones.vgg import fc67
+
+    torch.manual_seed(0)
+    model = create_model("vgg16_bn", num_classes=10, width=0.25).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(batch, 3, size, size).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (batch,))
+
+    def copies_head(images):
+        pool5 = model.pool5(model.forward_features(images, ["conv5"])["conv5"])
+        return model.fc(fc67(F.adaptive_avg_pool2d(pool5, (7, 7)), model.fc6, model.fc7, model.dropout))
+
+    def step(forward):
+        loss = torch.nn.functional.cross_entropy(forward(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return (lambda: step(model)), (lambda: step(copies_head))
+
+
 def bench_main_job_pretrain(repeats: int, images: int = 3840) -> dict:
     """Pretraining images/s of each net: today's pipeline (each image composited in a data-loader worker, batch 64)
     vs the current one (composites rendered once, tensor augmentation in the training process, batch 128), the same
@@ -355,6 +382,10 @@ def bench_main_job_pretrain(repeats: int, images: int = 3840) -> dict:
         row["images_per_s_current"] = images / statistics.median(t["current"])
         row["data_path_alone_at_batch_64"] = ratio_stats(t["today"], t["current_b64"])
         out[model] = row
+    ours, copies = _vgg_head_steps()
+    out["vgg16_bn_head_1x1_pool5"] = {"conditions": "one training step of 128 images at 32 px, model only; ratio = "
+                                                    "the 49-copies head's seconds / ours",
+                                      **compare(ours, copies, repeats, names=("summed_fc6", "copies"))}
     return out
 
 
