@@ -10,6 +10,7 @@ directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer res
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
@@ -60,7 +61,7 @@ def _run(args) -> int:
         from backbones import create_model, load_pretrained
         from classification.analysis.layer_response import layer_response_std, plot_layer_responses
 
-        _, val, _ = build_datasets(base)
+        _, val, _ = build_datasets(replace(base, train_samples=1))  # only val is read: skip the training split
         results = {}
         for name in args.models:
             model = create_model(name, num_classes=len(val.classes))
