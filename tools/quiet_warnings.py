@@ -2,6 +2,6 @@
 twice -- `torch.jit.script` is deprecated (a FutureWarning from fvcore's focal_loss module, imported by Detectron2).
 Nothing else is filtered; the project's own code does not script anything."""
 
-import warnings
+from classification.engine.cli import hide_fvcore_jit_warning
 
-warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+hide_fvcore_jit_warning()

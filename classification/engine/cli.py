@@ -18,7 +18,7 @@ from backbones import CheckpointReadError, IncompatibleWeightsError
 from ..data.images import ImageReadError
 from .run_directory import RunDirectoryBusy
 
-__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments"]
+__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments", "hide_fvcore_jit_warning"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,15 @@ def user_errors(debug: bool = False, extra: tuple[type[BaseException], ...] = ()
         print(f"error in a worker process: {last[0] if last else err}\n(--debug shows the traceback)",
               file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def hide_fvcore_jit_warning() -> None:
+    """Hide the one third-party warning every run printed twice: `torch.jit.script` is deprecated, a FutureWarning
+    from fvcore's focal_loss module (imported by Detectron2). Called by each tool (tools/quiet_warnings.py) and a
+    Slurm job (SubmititJob) before anything imports fvcore; nothing else is filtered."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
 
 
 def warn_oversubscription(processes: int) -> None:

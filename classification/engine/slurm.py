@@ -136,6 +136,23 @@ class SubmititJob:
                  requeues: int = 0, max_requeues: int = 20):
         self.entry, self.args, self.requeues, self.max_requeues = entry, args, requeues, max_requeues
 
+    def __getstate__(self) -> dict:  # the entry by name: unpickling it would import Detectron2 (and fvcore) at once
+        state = dict(self.__dict__)
+        entry = state.pop("entry")
+        state["entry_name"] = (entry.__module__, entry.__qualname__)
+        return state
+
+    def __setstate__(self, state: dict) -> None:  # in the job, before its first import of fvcore
+        import importlib
+
+        from .cli import hide_fvcore_jit_warning
+
+        hide_fvcore_jit_warning()
+        state = dict(state)
+        module, name = state.pop("entry_name")
+        self.__dict__.update(state)
+        self.entry = getattr(importlib.import_module(module), name)
+
     def __call__(self) -> Any:
         import submitit
 
