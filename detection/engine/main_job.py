@@ -62,8 +62,8 @@ class MainJobPlan:
     backbones: tuple[str, ...] = ("vgg16_bn", "resnet101")  # the mission's pair (VGG-16 in its BN variant)
     width: float = 0.25  # channel multiplier of every net (backbones.width); 1.0 is not pretrainable here
     pretrain_image_size: int = 32  # Fashion-MNIST items on 32x32 backgrounds
-    pretrain_epochs: float = 32.0  # passes over the training items; 16 -> 32 moved ResNet-101's held-out error
-    #                                1.9 points, VGG-16(BN)'s 2.6; 32 -> 64: CONVERGENCE.md
+    pretrain_epochs: float = 32.0  # passes over the training items; held-out error: 16 -> 32 moved ResNet-101 by
+    #                                1.9 points, 32 -> 64 VGG-16(BN) by 1.3 (16 -> 32: 2.6; CONVERGENCE.md)
     pretrain_batch: int = 128  # fills 2 cores (tools/benchmark.py main_job section)
     # Each net's reference learning rate -- the one recipe difference, measured necessary: at a shared 0.1 VGG's
     # fc6 ReLUs all die within 100 iterations, at a shared 0.01-0.02 ResNet-101 stays near chance.
