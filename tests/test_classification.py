@@ -269,3 +269,39 @@ def test_fashion_mnist_is_found_where_the_embedded_default_finds_it(tmp_path, mo
     (tmp_path / "t10k-labels-idx1-ubyte.gz").unlink()
     with pytest.raises(ValueError, match="t10k-labels-idx1-ubyte.gz: cannot read IDX file"):
         FashionMNIST(split="test")
+
+
+@pytest.mark.slow
+def test_ctrl_c_checkpoints_at_a_step_boundary_and_resume_finishes(tmp_path):
+    """SIGINT mid-run (as the main job stops its stages): the step in flight completes, a checkpoint of that
+    iteration is written (not only the last periodic one), and --resume continues from it to the end."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded",
+           "--train-samples", "256", "--val-samples", "16", "--iterations", "100000", "--batch-size", "8",
+           "--eval-period", "100000", "--checkpoint-period", "100000", "--workers", "0", "--output-dir", str(out)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 120
+    while not ((out / "progress.json").is_file() and json.loads((out / "progress.json").read_text())["iteration"] > 3):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "interrupted after iteration" in err, err[-2000:]
+    name = (out / "last_checkpoint").read_text().strip()
+    at = int(name.removeprefix("model_").removesuffix(".pth"))
+    assert at > 3 and (out / name).is_file()  # no periodic checkpoint was due: this one is the interrupt's
+    state = torch.load(out / name, map_location="cpu", weights_only=True)
+    assert state["iteration"] == at
+    resumed = subprocess.run([*cmd[:cmd.index("100000")], str(at + 2), *cmd[cmd.index("100000") + 1:], "--resume"],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads((out / "metrics.json").read_text())["images_seen"] == (at + 2) * 8

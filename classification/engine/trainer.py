@@ -35,6 +35,7 @@ from ..data.sampling import ResumableSampler, SeededSamples
 from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
 from .config import ClsConfig
+from .interrupt import StepBoundaryInterrupt
 from .progress import ProgressFile
 from .run_directory import last_checkpoint_file
 
@@ -362,31 +363,37 @@ def train(cfg: ClsConfig) -> dict:
     t0 = time.time()
     progress = ProgressFile(run.out, cfg.iterations, run.iteration) if _is_main() else None
     run.net.train()
-    for images, labels, skipped in loader:
-        if run.iteration >= cfg.iterations:
-            break
-        run.history["skipped_images"] += len(skipped)
-        for path in skipped:
-            logger.warning(f"skipped unreadable image {path}")
-        if len(labels) == 0:
-            continue
-        loss, err, lr = step(run, images, labels, scaler, criterion)
-        it = run.iteration
-        if progress is not None:
-            progress.update(it, force=it == cfg.iterations)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
-                            refresh=False)
-            for tag, value in (("train/loss", loss), ("train/error", err), ("train/lr", lr)):
-                writer.add_scalar(tag, value, it)
-        if it % cfg.eval_period == 0 or it == cfg.iterations:
-            res = run_evaluation(run, lr)
-            if writer is not None:
-                writer.add_scalar("test/top1_error", 100 - res["top1"], it)
-                writer.add_scalar("test/top5_error", 100 - res["top5"], it)
-        if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
-            save_checkpoint(run)
+    with StepBoundaryInterrupt(enabled=run.world == 1) as stop:
+        for images, labels, skipped in loader:
+            if run.iteration >= cfg.iterations:
+                break
+            run.history["skipped_images"] += len(skipped)
+            for path in skipped:
+                logger.warning(f"skipped unreadable image {path}")
+            if len(labels) == 0:
+                continue
+            loss, err, lr = step(run, images, labels, scaler, criterion)
+            it = run.iteration
+            if progress is not None:
+                progress.update(it, force=it == cfg.iterations)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
+                                refresh=False)
+                for tag, value in (("train/loss", loss), ("train/error", err), ("train/lr", lr)):
+                    writer.add_scalar(tag, value, it)
+            if it % cfg.eval_period == 0 or it == cfg.iterations:
+                res = run_evaluation(run, lr)
+                if writer is not None:
+                    writer.add_scalar("test/top1_error", 100 - res["top1"], it)
+                    writer.add_scalar("test/top5_error", 100 - res["top5"], it)
+            if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
+                save_checkpoint(run)
+            if stop.requested and it < cfg.iterations:
+                if _is_main() and it % cfg.checkpoint_period != 0:
+                    save_checkpoint(run)
+                logger.warning(f"interrupted after iteration {it}: checkpoint written, --resume continues from it")
+                raise KeyboardInterrupt
     if bar is not None:
         bar.close()
         writer.close()
