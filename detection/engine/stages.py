@@ -199,7 +199,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 last_report = time.time()
                 log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
                     f"{estimator.remaining_minutes(pending, [r[0] for r in running.values()]):.0f} min left")
-    except KeyboardInterrupt:  # stop the running stages (SIGINT; they resume from their last checkpoint)
+    except KeyboardInterrupt:  # stop the running stages (SIGINT: a pretraining stage checkpoints its last step)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
         try:
             for _, proc, _, _ in running.values():
