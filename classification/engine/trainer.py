@@ -326,8 +326,8 @@ def save_checkpoint(run: Run) -> None:
                            "config": json.loads(json.dumps(asdict(run.cfg)))})
     atomic_write_text(run.out / LAST_CHECKPOINT, path.name)  # points only at complete files
     if run.cfg.keep_checkpoints:  # only now: last_checkpoint already names the new file
-        older = sorted(p for p in run.out.glob("model_[0-9]*.pth") if p.name != path.name)
-        for stale in older[:max(0, len(older) + (not final) - run.cfg.keep_checkpoints)]:
+        intermediate = sorted(run.out.glob("model_[0-9]*.pth"))  # the new file too, unless it is model_final.pth
+        for stale in intermediate[:-run.cfg.keep_checkpoints]:
             stale.unlink(missing_ok=True)
 
 
