@@ -333,10 +333,7 @@ def _pretrain_loop_seconds(model: str, cached: bool, batch: int, iterations: int
 def _vgg_head_steps(batch: int = 128, size: int = 32):
     """One VGG-16(BN) x0.25 training step at 32 px with our head (a 1x1 pool5 meets fc6 as its weight summed over
     the 49 positions) and with torchvision's path (pool5 adaptively pooled to 49 copies, fc6 over all of them)."""
-    import torch.nn.functional as F
-
     from backbones import create_model
-    from backbones.vgg import fc67
 
     torch.manual_seed(0)
     model = create_model("vgg16_bn", num_classes=10, width=0.25).to(memory_format=torch.channels_last)
@@ -345,8 +342,7 @@ def _vgg_head_steps(batch: int = 128, size: int = 32):
     y = torch.randint(0, 10, (batch,))
 
     def copies_head(images):
-        pool5 = model.pool5(model.forward_features(images, ["conv5"])["conv5"])
-        return model.fc(fc67(F.adaptive_avg_pool2d(pool5, (7, 7)), model.fc6, model.fc7, model.dropout))
+        return model.forward_head(model.forward_features(images, ["conv5"])["conv5"], fold_1x1_pool5=False)
 
     def step(forward):
         loss = torch.nn.functional.cross_entropy(forward(x), y)

@@ -91,19 +91,17 @@ def test_vgg_exposes_fc6_fc7_and_layer_names():
 def test_vgg_head_on_a_1x1_pool5_equals_fc6_over_the_7x7_copies(size):
     """Below 64 px pool5 is 1x1: the head uses fc6's weight summed over the 49 positions instead of pooling to 7x7
     copies. Output and every gradient must equal torchvision's adaptive-pooling path."""
-    from backbones.vgg import fc67
-
     torch.manual_seed(0)
     m = create_model("vgg16_bn", num_classes=10, width=0.25, dropout=0.0).eval()
     x = torch.randn(3, 3, size, size)
-
-    def reference(model, images):  # the path a 7x7 map takes: adaptive pooling, then fc6 over all 49 positions
-        pool5 = model.pool5(model.forward_features(images, ["conv5"])["conv5"])
-        assert pool5.shape[-2:] == (1, 1)
-        return model.fc(fc67(torch.nn.functional.adaptive_avg_pool2d(pool5, (7, 7)), model.fc6, model.fc7,
-                             model.dropout))
-
-    out, ref = m(x), reference(m, x)
+    conv5 = m.forward_features(x, ["conv5"])["conv5"]
+    assert m.pool5(conv5).shape[-2:] == (1, 1)
+    calls = []
+    hook = m.fc6.register_forward_hook(lambda mod, args, out: calls.append(args[0].shape[1]))
+    # the path a 7x7 map takes: adaptive pooling, then fc6 over all 49 positions
+    out, ref = m(x), m.forward_head(conv5, fold_1x1_pool5=False)
+    hook.remove()
+    assert calls == [m.fc6.in_features], "the folded head must not call fc6 on 49 copies; the reference must"
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
     grads = torch.autograd.grad(out.square().sum(), list(m.parameters()))
     ref_grads = torch.autograd.grad(ref.square().sum(), list(m.parameters()))
