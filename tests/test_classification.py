@@ -138,6 +138,29 @@ def test_keep_checkpoints_deletes_only_older_intermediate_files(tmp_path):
         _cfg(tmp_path, keep_checkpoints=-1)
 
 
+def test_prune_intermediate_checkpoints_is_one_rule_for_both_trainers_and_the_main_job(tmp_path):
+    """train_cls --keep-checkpoints N (during a run) and the main job after a stage (keep=0) delete by one rule:
+    the oldest model_<iteration>.pth first (train_cls's 7 digits and Detectron2's), never model_final.pth or
+    anything else."""
+    from classification.engine.run_directory import prune_intermediate_checkpoints
+    from detection.engine.stages import prune_checkpoints
+
+    names = ["model_0000002.pth", "model_0000010.pth", "model_0000999.pth", "model_final.pth", "metrics.json",
+             "model_notes.txt"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"x" * 10)
+    assert prune_intermediate_checkpoints(tmp_path, keep=2) == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+    assert prune_intermediate_checkpoints(tmp_path, keep=5) == 0
+    (tmp_path / "last_checkpoint").write_text("model_0000999.pth")
+    assert prune_checkpoints(tmp_path) == 20  # a finished stage: every intermediate file goes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last_checkpoint", "metrics.json", "model_final.pth",
+                                                          "model_notes.txt"]
+    assert (tmp_path / "last_checkpoint").read_text() == "model_final.pth"
+    with pytest.raises(ValueError, match="keep=-1"):
+        prune_intermediate_checkpoints(tmp_path, keep=-1)
+
+
 def test_warmup_until_error_keeps_the_low_lr(tmp_path):
     res = train(_cfg(tmp_path, "warm", iterations=6, eval_period=3, warmup_until_error=0.0, lr=0.1,
                      warmup_factor=0.1))

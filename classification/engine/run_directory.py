@@ -17,7 +17,7 @@ from pathlib import Path
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
            "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
-           "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
+           "prune_intermediate_checkpoints", "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
 
 LOCK_NAME = ".run.lock"
 RUN_FILES = ("last_checkpoint", "model_final.pth", "metrics.json")  # any of them: the directory holds a run
@@ -130,6 +130,21 @@ def remove_partial_writes(output_dir: str | os.PathLike) -> list[str]:
         logging.getLogger(__name__).info(f"removed {len(stale)} partial file(s) of a killed run from {out}: "
                                          f"{', '.join(p.name for p in stale[:3])}")
     return [p.name for p in stale]
+
+
+def prune_intermediate_checkpoints(output_dir: str | os.PathLike, keep: int) -> int:
+    """Delete all but the newest `keep` intermediate checkpoints (model_<iteration>.pth, both trainers' names;
+    model_final.pth is never one); returns the bytes freed. Call it only after last_checkpoint names the newest
+    file a resume needs: during a run with keep >= 1 (train_cls --keep-checkpoints), after a finished run with
+    keep = 0 (the main job: later stages read model_final.pth alone)."""
+    if keep < 0:
+        raise ValueError(f"keep={keep}: expected 0 or more")
+    intermediate = sorted(Path(output_dir).glob("model_[0-9]*.pth"))  # zero-padded iterations: sorted by age
+    freed = 0
+    for stale in intermediate[:len(intermediate) - keep]:
+        freed += stale.stat().st_size
+        stale.unlink()
+    return freed
 
 
 def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: bool, recorded: dict | None,

@@ -37,7 +37,7 @@ from ..evaluate import evaluate
 from .config import ClsConfig
 from .interrupt import StepBoundaryInterrupt
 from .progress import ProgressFile
-from .run_directory import last_checkpoint_file
+from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
 
 __all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
 
@@ -326,9 +326,7 @@ def save_checkpoint(run: Run) -> None:
                            "config": json.loads(json.dumps(asdict(run.cfg)))})
     atomic_write_text(run.out / LAST_CHECKPOINT, path.name)  # points only at complete files
     if run.cfg.keep_checkpoints:  # only now: last_checkpoint already names the new file
-        intermediate = sorted(run.out.glob("model_[0-9]*.pth"))  # the new file too, unless it is model_final.pth
-        for stale in intermediate[:-run.cfg.keep_checkpoints]:
-            stale.unlink(missing_ok=True)
+        prune_intermediate_checkpoints(run.out, run.cfg.keep_checkpoints)
 
 
 def train(cfg: ClsConfig) -> dict:
@@ -350,8 +348,6 @@ def train(cfg: ClsConfig) -> dict:
     else:
         loader = DataLoader(SeededSamples(run.train_set, cfg.seed), batch_size=cfg.batch_size, sampler=sampler,
                             num_workers=cfg.workers, collate_fn=collate_skipping)
-    scaler = run.scaler
-    criterion = nn.CrossEntropyLoss()
     writer = bar = None
     if _is_main():
         from torch.utils.tensorboard import SummaryWriter
@@ -364,40 +360,50 @@ def train(cfg: ClsConfig) -> dict:
     progress = ProgressFile(run.out, cfg.iterations, run.iteration) if _is_main() else None
     run.net.train()
     with StepBoundaryInterrupt(enabled=run.world == 1) as stop:
-        for images, labels, skipped in loader:
-            if run.iteration >= cfg.iterations:
-                break
-            run.history["skipped_images"] += len(skipped)
-            for path in skipped:
-                logger.warning(f"skipped unreadable image {path}")
-            if len(labels) == 0:
-                continue
-            loss, err, lr = step(run, images, labels, scaler, criterion)
-            it = run.iteration
-            if progress is not None:
-                progress.update(it, force=it == cfg.iterations)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
-                                refresh=False)
-                for tag, value in (("train/loss", loss), ("train/error", err), ("train/lr", lr)):
-                    writer.add_scalar(tag, value, it)
-            if it % cfg.eval_period == 0 or it == cfg.iterations:
-                res = run_evaluation(run, lr)
-                if writer is not None:
-                    writer.add_scalar("test/top1_error", 100 - res["top1"], it)
-                    writer.add_scalar("test/top5_error", 100 - res["top5"], it)
-            if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
-                save_checkpoint(run)
-            if stop.requested and it < cfg.iterations:
-                if _is_main() and it % cfg.checkpoint_period != 0:
-                    save_checkpoint(run)
-                logger.warning(f"interrupted after iteration {it}: checkpoint written, --resume continues from it")
-                raise KeyboardInterrupt
+        _train_loop(run, loader, stop, bar, writer, progress)
     if bar is not None:
         bar.close()
         writer.close()
     return _finish(run, time.time() - t0)
+
+
+def _train_loop(run: Run, loader, stop: StepBoundaryInterrupt, bar, writer, progress) -> None:
+    """Steps until cfg.iterations, evaluating and checkpointing on their periods; on a deferred Ctrl-C (`stop`),
+    checkpoints the iteration just finished and raises KeyboardInterrupt. bar / writer / progress: the main
+    process's tqdm bar, TensorBoard writer and progress.json (None elsewhere)."""
+    cfg = run.cfg
+    scaler = run.scaler
+    criterion = nn.CrossEntropyLoss()
+    for images, labels, skipped in loader:
+        if run.iteration >= cfg.iterations:
+            break
+        run.history["skipped_images"] += len(skipped)
+        for path in skipped:
+            logger.warning(f"skipped unreadable image {path}")
+        if len(labels) == 0:
+            continue
+        loss, err, lr = step(run, images, labels, scaler, criterion)
+        it = run.iteration
+        if progress is not None:
+            progress.update(it, force=it == cfg.iterations)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", err=f"{np.mean(run.history['err_window']):.3f}", lr=f"{lr:.3g}",
+                            refresh=False)
+            for tag, value in (("train/loss", loss), ("train/error", err), ("train/lr", lr)):
+                writer.add_scalar(tag, value, it)
+        if it % cfg.eval_period == 0 or it == cfg.iterations:
+            res = run_evaluation(run, lr)
+            if writer is not None:
+                writer.add_scalar("test/top1_error", 100 - res["top1"], it)
+                writer.add_scalar("test/top5_error", 100 - res["top5"], it)
+        if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
+            save_checkpoint(run)
+        if stop.requested and it < cfg.iterations:
+            if _is_main() and it % cfg.checkpoint_period != 0:
+                save_checkpoint(run)
+            logger.warning(f"interrupted after iteration {it}: checkpoint written, --resume continues from it")
+            raise KeyboardInterrupt
 
 
 def _finish(run: Run, seconds: float) -> dict:

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from classification.engine.run_directory import FAILURE_FILE
+from backbones.checkpoint_io import atomic_write_text
+from classification.engine.run_directory import FAILURE_FILE, prune_intermediate_checkpoints
 
 __all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
            "STAGE_FILE", "REPO"]
@@ -81,16 +82,11 @@ def _check_stage(stage: JobStage, threads: int) -> bool:
 
 
 def prune_checkpoints(out: Path) -> int:
-    """After a stage finished: delete its intermediate model_*.pth (only model_final.pth is read later); bytes."""
-    freed = 0
-    for p in out.glob("model_*.pth"):
-        if p.name != "model_final.pth":
-            freed += p.stat().st_size
-            p.unlink()
+    """After a stage finished: delete its intermediate checkpoints (only model_final.pth is read later); bytes."""
     last = out / "last_checkpoint"
-    if last.is_file():
-        last.write_text("model_final.pth")
-    return freed
+    if last.is_file():  # both trainers already name model_final.pth at the end; never leave it naming a deleted file
+        atomic_write_text(last, "model_final.pth")
+    return prune_intermediate_checkpoints(out, keep=0)
 
 
 class Estimator:
