@@ -17,9 +17,10 @@ def _stage(job, name, argv, threads, metrics):
     (d / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
 
 
-def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups):
+def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups,
+         pre_options=("--iterations", "3750")):
     job = root / "job"
-    _stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", "--iterations", "3750", "--output-dir",
+    _stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", *pre_options, "--output-dir",
                                           f"{job}/pretrain/resnet101_p0"], threads, {"final": {"top1": pre_top1}})
     for leg, ap50, iters in (("resnet101_p0_d0", r101_ap50, r101_iters), ("vgg16_bn_p0_d0", vgg_ap50, "3200")):
         _stage(job, f"detect/{leg}", [f"{repo}/tools/train_det.py", "--config-file",
@@ -65,6 +66,25 @@ def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_
     same = compare_jobs(a, a)
     assert all(r["diff"] == 0 for r in same["rows"]) and same["verdicts"][0]["same_call"]
     assert "every matched stage ran the same command" in "\n".join(comparison_lines(same))
+
+
+def test_an_added_option_is_named_and_the_stages_built_on_other_settings_are_not_noise(tmp_path):
+    """B pretrained longer with one more option: the difference is aligned by option (not shifted item by item),
+    and both detection legs, whose commands are identical, start from that pretraining -- other inputs, so they
+    are named and kept out of the movement statistics."""
+    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0),
+             pre_options=("--iterations", "3750", "--checkpoint-period", "1875", "--val-samples", "2000"))
+    b = _job(tmp_path / "b", "/r", 1, r101_ap50=93.0, groups=_groups(93.0, 95.0, 1.0),
+             pre_options=("--iterations", "15000", "--checkpoint-period", "1875", "--keep-checkpoints", "1",
+                          "--val-samples", "2000"))
+    cmp = compare_jobs(a, b)
+    differ = {d["stage"]: d["differences"] for d in cmp["settings_differ"]}
+    assert differ["pretrain/resnet101_p0"] == ["--iterations 3750 vs 15000", "--keep-checkpoints 1: only in B"]
+    for leg in ("detect/resnet101_p0_d0", "detect/vgg16_bn_p0_d0"):
+        assert differ[leg] == ["starts from pretrain/resnet101_p0, which ran other settings"]
+    assert not any(r["same_settings"] for r in cmp["rows"]) and cmp["moved"] == {}
+    text = "\n".join(comparison_lines(cmp))
+    assert "detect/vgg16_bn_p0_d0: starts from pretrain/resnet101_p0" in text and "moved, AP50" not in text
 
 
 def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):

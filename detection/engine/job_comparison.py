@@ -3,12 +3,14 @@ number moved, and whether the backbone verdict survived (tools/compare_jobs.py).
 
 The stages are matched by name (pretrain/<net>_p<seed>, detect/<leg>); their commands are compared with the
 machine-specific parts (where the repository and the output directory are) removed, so a difference in settings
-is named rather than passed off as noise. The verdicts are recomputed from each job's results.json with the job's
+is named rather than passed off as noise -- and so is every stage that starts from one (a detection leg from a
+pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from each job's results.json with the job's
 own rule: a difference is called only beyond the spread of both groups (report.groups.difference_spread).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import statistics
@@ -80,13 +82,25 @@ def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None]
 
 
 def _differences(argv_a: list[str] | None, argv_b: list[str] | None) -> list[str]:
-    """'KEY a vs b' for each command-line value that differs (the item before it names it)."""
+    """The command lines' differences, aligned (difflib) so that an option one side lacks does not shift the rest:
+    'KEY a vs b' for a changed value (the item before it names it), 'ITEMS: only in A / B' for an added one."""
     if argv_a is None or argv_b is None:
         return ["no main_job_stage.json record in " + ("A" if argv_a is None else "B")]
-    out = [f"{argv_a[i - 1] + ' ' if i else ''}{x} vs {y}" for i, (x, y) in enumerate(zip(argv_a, argv_b)) if x != y]
-    if len(argv_a) != len(argv_b):
-        out.append(f"{len(argv_a)} vs {len(argv_b)} command-line items")
+    out = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=argv_a, b=argv_b, autojunk=False).get_opcodes():
+        if op == "replace":
+            key = f"{argv_a[i1 - 1]} " if i1 else ""
+            out.append(f"{key}{' '.join(argv_a[i1:i2])} vs {' '.join(argv_b[j1:j2])}")
+        elif op == "delete":
+            out.append(f"{' '.join(argv_a[i1:i2])}: only in A")
+        elif op == "insert":
+            out.append(f"{' '.join(argv_b[j1:j2])}: only in B")
     return out
+
+
+def _inputs(argv: list[str] | None) -> set[str]:
+    """The job's stages a stage reads (its portable command names files under <job>/<kind>/<stage>/)."""
+    return {"/".join(a.split("/")[1:3]) for a in argv or [] if a.startswith("<job>/") and a.count("/") >= 3}
 
 
 def _stages(job: Path) -> dict[str, Path]:
@@ -131,13 +145,24 @@ def compare_jobs(a, b) -> dict:
     out: dict = {"a": str(job_a), "b": str(job_b), "rows": [], "unusable": [], "settings_differ": [],
                  "only_in_a": sorted(set(st_a) - set(st_b)), "only_in_b": sorted(set(st_b) - set(st_a)),
                  "threads": {"A": set(), "B": set()}}
-    for name in sorted(set(st_a) & set(st_b)):
-        (argv_a, thr_a), (argv_b, thr_b) = _stage_record(st_a[name], job_a), _stage_record(st_b[name], job_b)
+    common = sorted(set(st_a) & set(st_b))
+    records = {name: (_stage_record(st_a[name], job_a), _stage_record(st_b[name], job_b)) for name in common}
+    differ = {name: _differences(ra[0], rb[0]) for name, (ra, rb) in records.items() if ra[0] != rb[0]}
+    grown = True
+    while grown:  # a stage that starts from a stage with other settings (detection from its pretraining) differs too
+        grown = False
+        for name, (ra, rb) in records.items():
+            upstream = sorted(u for u in _inputs(ra[0]) | _inputs(rb[0]) if u in differ and u != name)
+            if upstream and name not in differ:
+                differ[name] = [f"starts from {', '.join(upstream)}, which ran other settings"]
+                grown = True
+    for name in common:
+        (argv_a, thr_a), (argv_b, thr_b) = records[name]
         out["threads"]["A"].add(thr_a)
         out["threads"]["B"].add(thr_b)
-        same = argv_a == argv_b
+        same = name not in differ
         if not same:
-            out["settings_differ"].append({"stage": name, "differences": _differences(argv_a, argv_b)})
+            out["settings_differ"].append({"stage": name, "differences": differ[name]})
         (nums_a, why_a), (nums_b, why_b) = _stage_numbers(st_a[name]), _stage_numbers(st_b[name])
         if why_a or why_b:
             out["unusable"].append({"stage": name, "A": why_a, "B": why_b})
@@ -165,7 +190,8 @@ def comparison_lines(cmp: dict) -> list[str]:
     lines = [f"A: {cmp['a']} (threads per stage: {_threads(cmp['threads']['A'])})",
              f"B: {cmp['b']} (threads per stage: {_threads(cmp['threads']['B'])})"]
     if cmp["settings_differ"]:
-        lines.append("settings differ (these stages ran other commands; their differences are not noise):")
+        lines.append("settings differ (these stages ran other commands or started from stages that did; their "
+                     "differences are not noise):")
         lines += [f"  {d['stage']}: {'; '.join(d['differences'][:4])}" for d in cmp["settings_differ"]]
     else:
         lines.append("settings: every matched stage ran the same command (paths aside)")
