@@ -4,8 +4,9 @@ number moved, and whether the backbone verdict survived (tools/compare_jobs.py).
 The stages are matched by name (pretrain/<net>_p<seed>, detect/<leg>); their commands are compared with the
 machine-specific parts (where the repository and the output directory are) removed, so a difference in settings
 is named rather than passed off as noise -- and so is every stage that starts from one (a detection leg from a
-pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from each job's results.json with the job's
-own rule: a difference is called only beyond the spread of both groups (report.groups.difference_spread).
+pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from
+each job's results.json with the job's own rule: a difference is called only beyond the spread of both groups
+(report.groups.difference_spread).
 """
 
 from __future__ import annotations
