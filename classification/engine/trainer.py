@@ -397,11 +397,9 @@ def _train_loop(run: Run, loader, stop: StepBoundaryInterrupt, bar, writer, prog
             if writer is not None:
                 writer.add_scalar("test/top1_error", 100 - res["top1"], it)
                 writer.add_scalar("test/top5_error", 100 - res["top5"], it)
-        if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations):
-            save_checkpoint(run)
+        if _is_main() and (it % cfg.checkpoint_period == 0 or it == cfg.iterations or stop.requested):
+            save_checkpoint(run)  # periodic, final, or the iteration a deferred Ctrl-C stops after
         if stop.requested and it < cfg.iterations:
-            if _is_main() and it % cfg.checkpoint_period != 0:
-                save_checkpoint(run)
             logger.warning(f"interrupted after iteration {it}: checkpoint written, --resume continues from it")
             raise KeyboardInterrupt
 

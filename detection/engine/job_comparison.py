@@ -153,8 +153,10 @@ def compare_jobs(a, b) -> dict:
     while grown:  # a stage that starts from a stage with other settings (detection from its pretraining) differs too
         grown = False
         for name, (ra, rb) in records.items():
-            upstream = sorted(u for u in _inputs(ra[0]) | _inputs(rb[0]) if u in differ and u != name)
-            if upstream and name not in differ:
+            if name in differ:
+                continue
+            upstream = sorted(u for u in _inputs(ra[0]) | _inputs(rb[0]) if u in differ)
+            if upstream:
                 differ[name] = [f"starts from {', '.join(upstream)}, which ran other settings"]
                 grown = True
     for name in common:
