@@ -38,7 +38,7 @@ def add_backbones_config(cfg: CN) -> CN:
     b.FREEZE_AT = 2  # stem + res2 (Detectron2 default); VGG: conv1 + conv2 (py-faster-rcnn)
     b.OUT_FEATURES = ["res4"]  # C4: res4 (stride 16); FPN: res2..res5; VGG: conv5 (conv5_3, stride 16)
     b.FC_DROPOUT = 0.5  # VGG RoI head: dropout after fc6 and fc7 (drop6/drop7 of the py-faster-rcnn prototxt)
-    b.CHANNELS_LAST = True  # trunk and per-RoI head in channels_last (NHWC): 1.08-1.12x per training iteration (CPU)
+    b.CHANNELS_LAST = True  # trunk, per-RoI head and RPN head in channels_last (NHWC): 1.08-1.12x per iteration (CPU)
     b.STRICT_LOAD = True  # MODEL.WEIGHTS must fit the backbone exactly (the classifier is always dropped)
     # Take INPUT.FORMAT, MODEL.PIXEL_MEAN/STD and STRIDE_IN_1X1 from the metadata of MODEL.WEIGHTS when it has any
     # (torchvision/timm: RGB + ImageNet mean/std; MSRA: BGR + mean, std 1; ours: what the pretraining used).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 from detectron2.config import configurable
 from detectron2.modeling import META_ARCH_REGISTRY, ROI_HEADS_REGISTRY, GeneralizedRCNN, build_roi_heads
 from detectron2.modeling.proposal_generator import build_proposal_generator
@@ -47,6 +48,9 @@ class BackbonesRCNN(GeneralizedRCNN):
             roi_heads = head_cls(cfg, shapes, backbones_model=model)
         else:  # Detectron2's own heads (FPN's 2-fc head) have no layers of the backbone
             roi_heads = build_roi_heads(cfg, shapes)
-        return {"backbone": backbone, "proposal_generator": build_proposal_generator(cfg, shapes),
+        rpn = build_proposal_generator(cfg, shapes)
+        if cfg.MODEL.BACKBONES.CHANNELS_LAST:  # its input is the trunk's channels_last features: in NCHW its 3x3
+            rpn = rpn.to(memory_format=torch.channels_last)  # conv's weight was converted twice per iteration
+        return {"backbone": backbone, "proposal_generator": rpn,
                 "roi_heads": roi_heads, "input_format": cfg.INPUT.FORMAT, "vis_period": cfg.VIS_PERIOD,
                 "pixel_mean": cfg.MODEL.PIXEL_MEAN, "pixel_std": cfg.MODEL.PIXEL_STD, "backbones_model": model}
