@@ -58,12 +58,15 @@ class Conv2dNorm(nn.Conv2d):
     def folded_weight_and_bias(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The conv weight and bias equal to this conv followed by its (affine-map) norm."""
         n = self.norm
-        scale = (n.running_var + n.eps).rsqrt()
-        if n.weight is not None:
-            scale = scale * n.weight
-        shift = -n.running_mean * scale
-        if n.bias is not None:
-            shift = shift + n.bias
+        if isinstance(n, FrozenBatchNorm2d):
+            scale, shift = n.affine()
+        else:  # eval-mode BN: its weight and bias may be trainable, so computed in the graph each time
+            scale = (n.running_var + n.eps).rsqrt()
+            if n.weight is not None:
+                scale = scale * n.weight
+            shift = -n.running_mean * scale
+            if n.bias is not None:
+                shift = shift + n.bias
         if self.bias is not None:
             shift = shift + self.bias * scale
         return self.weight * scale.reshape(-1, 1, 1, 1).to(self.weight.dtype), shift.to(self.weight.dtype)

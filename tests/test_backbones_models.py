@@ -263,6 +263,38 @@ def test_public_api_is_exported():
         assert hasattr(backbones, name)
 
 
+def test_frozen_bn_affine_follows_every_change_of_its_buffers():
+    """FrozenBN's cached (scale, shift) is reused while the buffers are unchanged and recomputed after each way a
+    checkpoint or user changes them; a folded conv uses the new statistics."""
+
+    def reference(m):
+        scale = m.weight * (m.running_var + m.eps).rsqrt()
+        return scale, m.bias - m.running_mean * scale
+
+    def check(m):
+        for got, want in zip(m.affine(), reference(m)):
+            assert got.dtype == want.dtype and torch.equal(got, want)
+
+    conv = Conv2dNorm(3, 4, 3, padding=1, norm="FrozenBN")
+    m = conv.norm
+    first = m.affine()
+    assert m.affine()[0] is first[0]  # unchanged buffers: computed once
+    with torch.no_grad():
+        m.running_var.copy_(torch.tensor([0.5, 1.0, 2.0, 4.0]))  # in place
+    check(m)
+    m.load_state_dict({"weight": torch.tensor([1.0, 2.0, 3.0, 4.0]), "bias": torch.ones(4),
+                       "running_mean": torch.full((4,), 0.25), "running_var": torch.ones(4)})
+    check(m)
+    m.running_mean = torch.full((4,), -1.0)  # a buffer replaced
+    check(m)
+    m.eps = 0.1
+    check(m)
+    conv.double()  # .to(): new buffers of another dtype
+    check(m)
+    x = torch.randn(1, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(conv(x), m(torch.nn.functional.conv2d(x, conv.weight, padding=1)))
+
+
 @pytest.mark.parametrize("name,norm", [("resnet50", "BN"), ("resnet50", "FrozenBN"), ("vgg16_bn", "BN")])
 def test_norm_folding_equals_conv_then_norm(name, norm):
     """An affine norm (FrozenBN; BN in eval mode) folded into its conv: the same outputs and, for FrozenBN in
