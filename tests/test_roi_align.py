@@ -1,4 +1,4 @@
-"""FastBackwardROIAlign: torchvision's roi_align values, and its gradients from a vectorised backward."""
+"""FastBackwardROIAlign: torchvision's roi_align values and gradients, on the matrix path and the grid_sample path."""
 
 import pytest
 import torch
@@ -13,7 +13,10 @@ from detection.modeling.roi_align import FastBackwardROIAlign
     ((1, 8, 20, 30), (14, 14), 1 / 16, 2, True),  # fixed sampling ratio
     ((1, 8, 5, 1), (3, 2), 1 / 4, 0, True),       # a one-pixel-wide map
 ])
-def test_values_and_gradients_equal_torchvision(shape, out, scale, sampling, aligned):
+@pytest.mark.parametrize("path", ["matrix", "grid_sample"])
+def test_values_and_gradients_equal_torchvision(shape, out, scale, sampling, aligned, path, monkeypatch):
+    if path == "grid_sample":  # the path for maps too large for the sampling matrix
+        monkeypatch.setattr(FastBackwardROIAlign, "matrix_path_max_elements", 0)
     torch.manual_seed(0)
     n, c, h, w = shape
     f = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
@@ -28,5 +31,16 @@ def test_values_and_gradients_equal_torchvision(shape, out, scale, sampling, ali
     weights = torch.randn_like(ref)
     (g_ref,) = torch.autograd.grad((ref * weights).sum(), f)
     (g_ours,) = torch.autograd.grad((ours * weights).sum(), f)
-    assert torch.equal(ours, ref)
+    if path == "grid_sample":
+        assert torch.equal(ours, ref)  # torchvision's own forward
+    else:
+        torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-14)  # the same sums, GEMM-ordered
     torch.testing.assert_close(g_ours, g_ref, rtol=1e-10, atol=1e-12)
+
+
+def test_no_rois_give_an_empty_output_and_a_zero_gradient():
+    f = torch.randn(2, 4, 8, 8, requires_grad=True)
+    out = FastBackwardROIAlign((7, 7), 1 / 16, 0, True)(f, torch.zeros(0, 5))
+    assert out.shape == (0, 4, 7, 7)
+    (grad,) = torch.autograd.grad(out.sum(), f, allow_unused=True)
+    assert grad is None or not grad.any()
