@@ -390,9 +390,11 @@ def _detect_iteration_fn(name: str, pretrained: bool, current: bool, iterations:
     from detectron2.solver import build_optimizer as d2_build_optimizer
     from detectron2.utils.events import EventStorage
 
+    from backbones import FrozenBatchNorm2d
     from detection import get_detection_cfg
     from detection.engine.data import build_train_loader
     from detection.engine.optimizer import build_optimizer
+    from detection.modeling.roi_align import FastBackwardROIAlign
 
     files = leg_config_files(name, pretrained=pretrained)
     opts = ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", name]
@@ -402,6 +404,13 @@ def _detect_iteration_fn(name: str, pretrained: bool, current: bool, iterations:
     torch.manual_seed(0)
     model = build_model(cfg)
     model = _calibrated(model) if pretrained else model
+    if not current:  # today's RPN head was NCHW (only the trunk and the C4 head were channels_last), FrozenBN
+        model.proposal_generator.to(memory_format=torch.contiguous_format)  # computed its affine map every call,
+        for m in model.modules():  # and RoIAlign trained on torchvision's forward and the grid_sample backward
+            if isinstance(m, FrozenBatchNorm2d):
+                m.cache_affine = False
+            elif isinstance(m, FastBackwardROIAlign):
+                m.matrix_path_max_elements = 0
     model.train()
     opt = (build_optimizer if current else d2_build_optimizer)(cfg, model)
     batches = iter(build_train_loader(cfg))
@@ -417,16 +426,20 @@ def _detect_iteration_fn(name: str, pretrained: bool, current: bool, iterations:
     return run, cfg.DATALOADER.NUM_WORKERS
 
 
-def bench_main_job_detect(repeats: int, iterations: int = 20) -> dict:
+def bench_main_job_detect(repeats: int, iterations: int = 5) -> dict:
     """Detection training iterations/s of each main-job leg: today (Detectron2's optimizer: per-parameter clipping
-    calls and single-tensor SGD; one loader worker) vs the current defaults (foreach clipping and SGD; the
-    loader as smoke.yaml sets it), alternating blocks of `iterations` iterations."""
-    out = {"conditions": f"blocks of {iterations} training iterations of 2 images at 128 px, width 0.25, fp32, "
-                         f"{torch.get_num_threads()} threads; ratio = today's seconds / current seconds"}
+    calls and single-tensor SGD; one loader worker; the RPN head in NCHW) vs the current defaults (foreach clipping,
+    fused SGD; the loader as smoke.yaml sets it; the RPN head in channels_last), alternating short blocks of
+    `iterations` iterations, 3 x `repeats` rounds: the VM's slow phases last seconds, and a short round puts both
+    sides in the same phase. Today's side is rebuilt from the current code with its old choices switched back
+    (NCHW RPN head, FrozenBN's affine map every call, torchvision's RoIAlign forward + grid_sample backward)."""
+    out = {"conditions": f"{3 * repeats} rounds of {iterations} training iterations per side, 2 images at 128 px, "
+                         f"width 0.25, fp32, {torch.get_num_threads()} threads; ratio = today's seconds / current "
+                         "seconds; both sides seed the loader's CPU generator alone (today's side in its worker)"}
     for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
         today, w_today = _detect_iteration_fn(name, pretrained, False, iterations)
         current, w_current = _detect_iteration_fn(name, pretrained, True, iterations)
-        row = compare(current, today, repeats, names=("current", "today"))
+        row = compare(current, today, 3 * repeats, names=("current", "today"))
         row["ms_per_iteration_today"] = 1000 * row["s_today"] / iterations
         row["ms_per_iteration_current"] = 1000 * row["s_current"] / iterations
         row["loader_workers"] = f"today {w_today}, current {w_current}"
