@@ -312,6 +312,18 @@ def bench_main_job(repeats: int) -> dict:
 
 # ---- the main job's pipelines: today's (before issue #20) vs the current defaults, in one run -----------------------
 
+@contextlib.contextmanager
+def _issue_time_seeding():
+    """Loaders created (and their workers forked) inside seed every device per sample, as before issue #20."""
+    from classification.data.sampling import SeededSamples
+
+    SeededSamples.seed_all_devices = True
+    try:
+        yield
+    finally:
+        SeededSamples.seed_all_devices = False
+
+
 def _pretrain_loop_seconds(model: str, cached: bool, batch: int, iterations: int) -> float:
     """Seconds of train()'s loop (steps, one 64-image evaluation, one checkpoint) in a fresh directory."""
     import shutil
@@ -325,7 +337,8 @@ def _pretrain_loop_seconds(model: str, cached: bool, batch: int, iterations: int
         cfg = ClsConfig(model=model, model_options=opts, dataset="embedded", image_size=32, iterations=iterations,
                         batch_size=batch, lr=0.01, eval_period=iterations, checkpoint_period=iterations,
                         val_samples=64, workers=1, embedded_cache=cached, output_dir=out)
-        return train(cfg)["seconds"]
+        with contextlib.nullcontext() if cached else _issue_time_seeding():
+            return train(cfg)["seconds"]
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -413,7 +426,8 @@ def _detect_iteration_fn(name: str, pretrained: bool, current: bool, iterations:
                 m.matrix_path_max_elements = 0
     model.train()
     opt = (build_optimizer if current else d2_build_optimizer)(cfg, model)
-    batches = iter(build_train_loader(cfg))
+    with contextlib.nullcontext() if current else _issue_time_seeding():  # today's worker forks in here
+        batches = iter(build_train_loader(cfg))
 
     def run():  # what SimpleTrainer.run_step does: data, forward, backward, optimizer step
         with EventStorage(0):
@@ -432,10 +446,11 @@ def bench_main_job_detect(repeats: int, iterations: int = 5) -> dict:
     fused SGD; the loader as smoke.yaml sets it; the RPN head in channels_last), alternating short blocks of
     `iterations` iterations, 3 x `repeats` rounds: the VM's slow phases last seconds, and a short round puts both
     sides in the same phase. Today's side is rebuilt from the current code with its old choices switched back
-    (NCHW RPN head, FrozenBN's affine map every call, torchvision's RoIAlign forward + grid_sample backward)."""
+    (NCHW RPN head, FrozenBN's affine map every call, torchvision's RoIAlign forward + grid_sample backward, every
+    device seeded per sample in its loader worker)."""
     out = {"conditions": f"{3 * repeats} rounds of {iterations} training iterations per side, 2 images at 128 px, "
                          f"width 0.25, fp32, {torch.get_num_threads()} threads; ratio = today's seconds / current "
-                         "seconds; both sides seed the loader's CPU generator alone (today's side in its worker)"}
+                         "seconds"}
     for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
         today, w_today = _detect_iteration_fn(name, pretrained, False, iterations)
         current, w_current = _detect_iteration_fn(name, pretrained, True, iterations)
