@@ -624,10 +624,14 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="timed rounds per comparison (at least 7 for a CI)")
     ap.add_argument("--json", default="output/benchmark/benchmark.json")
     ap.add_argument("--markdown", default=None, help="also write the figures as Markdown to this file")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="intra-op threads (default: every CPU); the main job runs each stage at 1, two at a time")
     args = ap.parse_args(argv)
     if args.repeats < 3:
         ap.error("--repeats must be at least 3 (7 or more for a meaningful interval)")
-    torch.set_num_threads(os.cpu_count() or 1)
+    if args.threads is not None and args.threads < 1:
+        ap.error("--threads must be at least 1")
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
     results = {"machine": machine()}
     for name in args.only:
         t0 = time.time()
