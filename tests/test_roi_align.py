@@ -15,8 +15,8 @@ from detection.modeling.roi_align import FastBackwardROIAlign
 ])
 @pytest.mark.parametrize("path", ["matrix", "grid_sample"])
 def test_values_and_gradients_equal_torchvision(shape, out, scale, sampling, aligned, path, monkeypatch):
-    if path == "grid_sample":  # the path for maps too large for the sampling matrix
-        monkeypatch.setattr(FastBackwardROIAlign, "matrix_path_max_elements", 0)
+    # each path on every case, whatever the size limit picks
+    monkeypatch.setattr(FastBackwardROIAlign, "matrix_path_max_elements", 0 if path == "grid_sample" else 1 << 40)
     torch.manual_seed(0)
     n, c, h, w = shape
     f = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
@@ -44,3 +44,11 @@ def test_no_rois_give_an_empty_output_and_a_zero_gradient():
     assert out.shape == (0, 4, 7, 7)
     (grad,) = torch.autograd.grad(out.sum(), f, allow_unused=True)
     assert grad is None or not grad.any()
+
+
+def test_the_main_jobs_pooling_takes_the_matrix_path_and_large_maps_the_grid_sample_one():
+    pool = FastBackwardROIAlign((7, 7), 1 / 16, 0, True)
+    rois = torch.tensor([[0.0, 8.0, 8.0, 90.0, 100.0], [1.0, 30.0, 20.0, 120.0, 110.0]])
+    small = pool(torch.randn(2, 4, 8, 8, requires_grad=True), rois)  # 128-px images, stride 16
+    large = pool(torch.randn(2, 4, 38, 50, requires_grad=True), rois.repeat(200, 1))  # 600 px, 400 RoIs
+    assert "Matrix" in small.grad_fn.name() and "Matrix" not in large.grad_fn.name()
