@@ -8,8 +8,9 @@ a time; at the main job's scale it was the largest cost after the convolutions (
   K @ features and backward K^T @ grad, each one GEMM on channels_last data (forward + backward of 32 RoIs on
   2 x 256 x 8 x 8 at 2 threads: 3.1 ms against 6.7-8.1 ms in two runs; the forward's sums are GEMM-ordered,
   equal to torchvision's up to float rounding).
-- Large maps (K over `FastBackwardROIAlign.matrix_path_max_elements`): torchvision's forward; the same samples, written as a bilinear
-  `grid_sample` grid per (image, sampling grid), give the input gradient from ATen's vectorised kernel.
+- Large maps (K over `FastBackwardROIAlign.matrix_path_max_elements`): torchvision's forward; the same samples,
+  written as a bilinear `grid_sample` grid per (image, sampling grid), give the input gradient from ATen's
+  vectorised kernel.
 Semantics are torchvision's kernel exactly: RoI corners scaled (and shifted by -0.5 when `aligned`),
 `sampling_ratio` points per bin side (0: ceil of the bin size), samples beyond one pixel outside the map contribute
 0, samples within it are clamped to the border, bins average their samples (tests compare both paths with
