@@ -4,6 +4,7 @@ augmentation (equal to torchvision's), held-out items, the plan and its dry run,
 
 import json
 import re
+import time
 
 import numpy as np
 import pytest
@@ -247,6 +248,31 @@ def test_fresh_deletes_only_what_the_job_made(tmp_path):
     _fresh(tmp_path, lambda m: None)
     assert not stage.exists() and not (tmp_path / "report").exists()
     assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
+
+
+def test_a_stop_request_the_signal_handler_could_not_raise_still_stops_the_stages(tmp_path):
+    """Python swallows a KeyboardInterrupt raised in a fork hook (a SIGTERM landing while Popen starts a stage):
+    the handler also sets STOP_REQUESTED, and run_graph polls it -- the running stage is stopped, none started."""
+    import threading
+
+    from detection.engine.main_job import Estimator, JobStage, run_graph
+    from detection.engine.stages import STOP_REQUESTED
+
+    script = tmp_path / "slow.py"
+    script.write_text("import time; time.sleep(60)\n")
+    a = JobStage("stage a", tmp_path / "a", [str(script)], "detect", "m", "scratch", 1)
+    b = JobStage("stage b", tmp_path / "b", [str(script)], "detect", "m", "scratch", 1, deps=[tmp_path / "a"])
+    timer = threading.Timer(1.5, STOP_REQUESTED.set)  # the flag alone, as when the exception was swallowed
+    timer.start()
+    t0 = time.time()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_graph([a, b], 1, 1, Estimator({}, 1), lambda m: None)
+    finally:
+        timer.cancel()
+        STOP_REQUESTED.clear()
+    assert time.time() - t0 < 10  # the stage got SIGINT and ended; nobody waited for its 60 s
+    assert (tmp_path / "a" / "stage.log").exists() and not (tmp_path / "b").exists()
 
 
 def test_a_failed_stage_stops_the_graph_and_names_its_log(tmp_path):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .main_job_results import generated_notes, job_results, nested_spread, summary_lines
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
-from .stages import REPO, STAGE_FILE, Estimator, JobStage, StageConflict, run_graph, submit_graph
+from .stages import REPO, STAGE_FILE, STOP_REQUESTED, Estimator, JobStage, StageConflict, run_graph, submit_graph
 
 __all__ = ["leg_config_files", "MainJobPlan", "JobStage", "StageConflict", "plan_stages", "main", "chance_ap",
            "nested_spread", "generated_notes", "summary_lines", "job_results", "run_graph", "Estimator", "QUICK",
@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _interrupt(signum, frame):
+    STOP_REQUESTED.set()  # seen by run_graph even where Python swallows the exception (a fork hook)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
@@ -431,7 +432,10 @@ def _main(argv: list[str] | None = None) -> int:
           f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
           f"about {minutes:.0f} min of stages (measured step times)", flush=True)
     # `kill PID` (SIGTERM) stops the job as Ctrl-C does: its stages are told to stop, not left running alone
+    STOP_REQUESTED.clear()
     signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C too (an ignored SIGINT stays ignored)
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
     except RuntimeError as err:  # a failed stage, or a StageConflict

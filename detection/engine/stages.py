@@ -12,6 +12,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +21,15 @@ from backbones.checkpoint_io import atomic_write_text
 from classification.engine.run_directory import FAILURE_FILE, prune_intermediate_checkpoints
 
 __all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
-           "STAGE_FILE", "REPO"]
+           "STAGE_FILE", "REPO", "STOP_REQUESTED"]
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_FILE = "main_job_stage.json"
+
+# Set by the main job's SIGINT / SIGTERM handler before it raises KeyboardInterrupt. Python swallows an exception
+# raised while it runs a fork hook ("Exception ignored in ... _releaseLock"): a signal that lands while Popen starts
+# the next stage would be lost, so run_graph also polls this.
+STOP_REQUESTED = threading.Event()
 
 
 @dataclass
@@ -159,6 +165,8 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
     try:
         while running or (pending and not failed):  # after a failure: let the running stages end, start none
             for s in list(pending):
+                if STOP_REQUESTED.is_set():
+                    raise KeyboardInterrupt("stop requested")
                 if failed or len(running) >= jobs:
                     break
                 if any(d not in finished for d in s.deps):
@@ -174,6 +182,8 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 running[s.out] = (s, proc, time.time(), logf)
                 log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / 'stage.log'})")
             time.sleep(0.5)
+            if STOP_REQUESTED.is_set():
+                raise KeyboardInterrupt("stop requested")
             for key, (s, proc, t0, logf) in list(running.items()):
                 estimator.observe(s)
                 rc = proc.poll()
