@@ -39,6 +39,22 @@ def _axis(start: torch.Tensor, size: torch.Tensor, bins: int, grid: int, limit: 
     return pos.clamp(0, limit - 1), valid
 
 
+def _roi_geometry(rois: torch.Tensor, output_size, spatial_scale: float, sampling_ratio: int, aligned: bool):
+    """torchvision's RoI geometry on the map: x1, y1, width, height (shifted by -0.5 when `aligned`, at least 1x1
+    when not) and the samples per bin side gh, gw (`sampling_ratio`, or 0: ceil of the bin size), per RoI."""
+    ph, pw = output_size
+    offset = 0.5 if aligned else 0.0
+    x1, y1 = rois[:, 1] * spatial_scale - offset, rois[:, 2] * spatial_scale - offset
+    rw, rh = rois[:, 3] * spatial_scale - offset - x1, rois[:, 4] * spatial_scale - offset - y1
+    if not aligned:  # the legacy kernel forces RoIs to be at least 1x1
+        rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
+    if sampling_ratio > 0:
+        gh = gw = torch.full((len(rois),), sampling_ratio, dtype=torch.long, device=rois.device)
+    else:
+        gh, gw = torch.ceil(rh / ph).long(), torch.ceil(rw / pw).long()
+    return x1, y1, rw, rh, gh, gw
+
+
 def sampling_groups(rois: torch.Tensor, feature_hw: tuple[int, int], output_size: tuple[int, int],
                     spatial_scale: float, sampling_ratio: int, aligned: bool, dtype: torch.dtype
                     ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None, int, int]]:
@@ -47,15 +63,7 @@ def sampling_groups(rois: torch.Tensor, feature_hw: tuple[int, int], output_size
     h, w = feature_hw
     ph, pw = output_size
     rois = rois.to(dtype)
-    offset = 0.5 if aligned else 0.0
-    x1, y1 = rois[:, 1] * spatial_scale - offset, rois[:, 2] * spatial_scale - offset
-    rw, rh = rois[:, 3] * spatial_scale - offset - x1, rois[:, 4] * spatial_scale - offset - y1
-    if not aligned:  # the legacy kernel forces RoIs to be at least 1x1
-        rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
-    if sampling_ratio > 0:
-        gh_all = gw_all = torch.full((len(rois),), sampling_ratio, dtype=torch.long, device=rois.device)
-    else:
-        gh_all, gw_all = torch.ceil(rh / ph).long(), torch.ceil(rw / pw).long()
+    x1, y1, rw, rh, gh_all, gw_all = _roi_geometry(rois, output_size, spatial_scale, sampling_ratio, aligned)
     keys = torch.stack([rois[:, 0].long(), gh_all, gw_all], 1)
     for b, gh, gw in torch.unique(keys, dim=0).tolist():
         idx = torch.nonzero((keys == keys.new_tensor([b, gh, gw])).all(1)).flatten()
@@ -106,15 +114,7 @@ def sampling_matrix(rois: torch.Tensor, features_shape, output_size, spatial_sca
     n, _, h, w = features_shape
     ph, pw = output_size
     rois = rois.to(dtype)
-    offset = 0.5 if aligned else 0.0
-    x1, y1 = rois[:, 1] * spatial_scale - offset, rois[:, 2] * spatial_scale - offset
-    rw, rh = rois[:, 3] * spatial_scale - offset - x1, rois[:, 4] * spatial_scale - offset - y1
-    if not aligned:  # the legacy kernel forces RoIs to be at least 1x1
-        rw, rh = rw.clamp(min=1.0), rh.clamp(min=1.0)
-    if sampling_ratio > 0:
-        gh = gw = torch.full((len(rois),), sampling_ratio, dtype=torch.long, device=rois.device)
-    else:
-        gh, gw = torch.ceil(rh / ph).long(), torch.ceil(rw / pw).long()
+    x1, y1, rw, rh, gh, gw = _roi_geometry(rois, output_size, spatial_scale, sampling_ratio, aligned)
     wy = _bilinear_weights(y1, rh, ph, gh, h) / (gh * gw).clamp(min=1).to(dtype)[:, None, None]  # (R, ph, H)
     wx = _bilinear_weights(x1, rw, pw, gw, w)  # (R, pw, W)
     image = torch.nn.functional.one_hot(rois[:, 0].long(), n).to(dtype)  # (R, N)
