@@ -3,7 +3,7 @@
 Never imports detectron2. Public interface:
     create_model(name, num_classes=1000, **options), list_models(pattern="*")
     model.forward(x) -> logits; model.forward_features(x) -> OrderedDict of stage outputs; model.feature_info
-    complexity(model, input_size) -> mult-adds and parameters (fvcore)
+    complexity(model, input_size) -> mult-adds (torch's operator counter, on meta tensors) and parameters
     load_pretrained(model, path) -> LoadReport  (torchvision, timm, Detectron2, MSRA Caffe2, our checkpoints)
 """
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 __all__ = ["PaperCost", "paper_cost", "IMAGENET_ITERATIONS", "IMAGENET_BATCH", "DEFAULT_TFLOPS"]
 
 IMAGENET_ITERATIONS = 600_000  # "up to 60e4 iterations" (Sec. 3.4)
@@ -51,7 +53,8 @@ def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) 
     if not tflops > 0:
         raise ValueError(f"tflops must be positive, got {tflops!r}")
     cfg = get_detection_cfg(config_file, ["MODEL.BACKBONES.NAME", backbone], read_weights=False)
-    model = create_model(backbone, num_classes=1000)
+    with torch.device("meta"):  # shapes are all the count needs: no full-size weights allocated or initialised
+        model = create_model(backbone, num_classes=1000)
     at_224 = complexity(model, (3, 224, 224))
     full = complexity(model, (3, *DETECTION_IMAGE))
     rois = cfg.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE
