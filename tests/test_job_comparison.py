@@ -87,6 +87,32 @@ def test_an_added_option_is_named_and_the_stages_built_on_other_settings_are_not
     assert "detect/vgg16_bn_p0_d0: starts from pretrain/resnet101_p0" in text and "moved, AP50" not in text
 
 
+def _set_code(job, *versions):
+    for record in job.glob("*/*/main_job_stage.json"):
+        rec = json.loads(record.read_text())
+        record.write_text(json.dumps({**rec, "code": list(versions)}))
+
+
+def test_the_code_versions_that_ran_the_stages_are_named(tmp_path):
+    """Two runs at other commits (or a resume at another commit, or uncommitted changes) are not presented as
+    reruns of the same code; records from before the job kept code versions say so."""
+    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+    b = _job(tmp_path / "b", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+    text = "\n".join(comparison_lines(compare_jobs(a, b)))
+    assert "code: A ran at not recorded, B at not recorded" in text
+    sha_a, sha_b = "a" * 40, "b" * 40
+    _set_code(a, {"commit": sha_a, "dirty": False})
+    _set_code(b, {"commit": sha_a, "dirty": False})
+    assert f"code: every matched stage ran at {sha_a[:10]} in both jobs" in "\n".join(comparison_lines(
+        compare_jobs(a, b)))
+    _set_code(b, {"commit": sha_a, "dirty": False}, {"commit": sha_b, "dirty": True})  # resumed at another commit
+    cmp = compare_jobs(a, b)
+    assert cmp["code"] == {"A": [sha_a[:10]], "B": [f"{sha_a[:10]} then {sha_b[:10]} with uncommitted changes"]}
+    assert "are not only noise" in "\n".join(comparison_lines(cmp))
+    _set_code(b, {"commit": sha_a, "dirty": True})  # the same commit, but changed files: not the same code
+    assert "every matched stage ran at" not in "\n".join(comparison_lines(compare_jobs(b, b)))
+
+
 def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):
     a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
     out = tmp_path / "cmp.json"

@@ -122,22 +122,23 @@ def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
     assert dup.returncode != 0 and "lists a seed twice" in dup.stderr
 
 
-def test_paper_scale_cost_is_the_arithmetic_it_states(monkeypatch):
+def test_paper_scale_cost_is_the_arithmetic_it_states():
     """Mult-adds from the paper (Table 1: ResNet-101 7.6e9 FLOPs, i.e. mult-adds) x 2 x 3 x images / throughput."""
     import detection.engine.paper_cost as paper
     from backbones import complexity, create_model
     from detection.engine.main_job import ARCH_CONFIGS
     from detection.engine.paper_cost import paper_cost
 
-    monkeypatch.setattr(paper, "DETECTION_IMAGE", (160, 224))  # the arithmetic, at a size that counts in seconds
     r101 = paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=40)
     assert r101.pretrain_gmacs == pytest.approx(7.6, rel=0.01)
     assert r101.pretrain_gpu_hours == pytest.approx(7.57e9 * 6 * 600_000 * 256 / 40e12 / 3600, rel=0.01)
     assert paper_cost("resnet101", str(ARCH_CONFIGS["resnet"]), tflops=80).detect_gpu_hours == \
         pytest.approx(r101.detect_gpu_hours / 2)
     # C4 detection image: stem..res4 on the image + res5 on 128 RoIs of 14x14 (res5 at 224 px sees 14x14)
-    by_full = complexity(create_model("resnet101"), (3, 160, 224)).by_module
-    res5_roi = complexity(create_model("resnet101"), (3, 224, 224)).by_module["res5"]
+    with torch.device("meta"):  # counted on shapes, as paper_cost does
+        net = create_model("resnet101")
+    by_full = complexity(net, (3, *paper.DETECTION_IMAGE)).by_module
+    res5_roi = complexity(net, (3, 224, 224)).by_module["res5"]
     trunk = sum(v for k, v in by_full.items() if k not in ("res5", "fc"))
     assert r101.detect_gmacs == pytest.approx((trunk + 128 * res5_roi) / 1e9)
     assert r101.detect_images == 320_000 * 16
@@ -287,3 +288,34 @@ def test_a_failed_stage_stops_the_graph_and_names_its_log(tmp_path):
         run_graph([a, b], 2, 1, Estimator({}, 2), lines.append)
     assert "boom: the reason" in str(err.value) and str(tmp_path / "a" / "stage.log") in str(err.value)
     assert not (tmp_path / "b").exists() and any("started: stage a" in ln for ln in lines)
+
+
+def test_each_stage_records_the_code_that_ran_it_and_a_resume_at_other_code_adds_one(tmp_path, monkeypatch):
+    """The record names the git commit (and uncommitted changes) of every run of the stage; the code version is
+    provenance, not a setting: a resume at another commit is allowed, a change of command is still refused."""
+    import detection.engine.stages as stages
+    from detection.engine.code_version import code_version
+    from detection.engine.main_job import STAGE_FILE, Estimator, JobStage, StageConflict, run_graph
+
+    here = code_version(stages.REPO)
+    if here["commit"] is None:
+        pytest.skip("not a git checkout (an installed copy): the commit is recorded as unknown")
+    assert len(here["commit"]) == 40 and isinstance(here["dirty"], bool)
+    script = tmp_path / "fail.py"
+    script.write_text("import sys; sys.exit(3)\n")
+    a = JobStage("stage a", tmp_path / "a", [str(script)], "detect", "m", "scratch", 1)
+    with pytest.raises(RuntimeError):
+        run_graph([a], 1, 1, Estimator({}, 1), lambda m: None)
+    assert json.loads((a.out / STAGE_FILE).read_text()) == {"argv": [str(script)], "threads": 1, "code": [here]}
+    other = {"commit": "f" * 40, "dirty": False}
+    monkeypatch.setattr(stages, "code_version", lambda repo: other)  # the next run: a checkout at another commit
+    with pytest.raises(RuntimeError):
+        run_graph([a], 1, 1, Estimator({}, 1), lambda m: None)  # not refused: the same command resumes
+    assert json.loads((a.out / STAGE_FILE).read_text())["code"] == [here, other]
+    changed = JobStage("stage a", tmp_path / "a", [str(script), "--more"], "detect", "m", "scratch", 1)
+    with pytest.raises(StageConflict, match="other settings"):
+        run_graph([changed], 1, 1, Estimator({}, 1), lambda m: None)
+    from detection.engine.code_version import describe_versions  # outside a checkout: unknown, never guessed
+
+    assert code_version(tmp_path) == {"commit": None, "dirty": None}
+    assert describe_versions([code_version(tmp_path)]) == "unknown (not a git checkout)"

@@ -17,6 +17,8 @@ import math
 import statistics
 from pathlib import Path
 
+from .code_version import describe_versions
+
 __all__ = ["compare_jobs", "comparison_lines"]
 
 PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 accuracy on its val items
@@ -74,12 +76,23 @@ def _stage_numbers(stage: Path) -> tuple[dict[str, float], str | None]:
 
 
 def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None]:
+    rec = _stage_json(stage)
+    argv = rec.get("argv")
+    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads")
+
+
+def _stage_json(stage: Path) -> dict:
     try:
         rec = _read_json(stage / "main_job_stage.json")
     except (OSError, ValueError):
-        return None, None
-    argv = rec.get("argv")
-    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads")
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def _code_versions(stage: Path) -> list[dict]:
+    """The code versions that ran a stage (oldest first); [] where the record predates them."""
+    code = _stage_json(stage).get("code")
+    return [v for v in code if isinstance(v, dict)] if isinstance(code, list) else []
 
 
 def _differences(argv_a: list[str] | None, argv_b: list[str] | None) -> list[str]:
@@ -159,6 +172,8 @@ def compare_jobs(a, b) -> dict:
             if upstream:
                 differ[name] = [f"starts from {', '.join(upstream)}, which ran other settings"]
                 grown = True
+    out["code"] = {"A": sorted({describe_versions(_code_versions(st_a[n])) for n in common}),
+                   "B": sorted({describe_versions(_code_versions(st_b[n])) for n in common})}
     for name in common:
         (argv_a, thr_a), (argv_b, thr_b) = records[name]
         out["threads"]["A"].add(thr_a)
@@ -198,6 +213,13 @@ def comparison_lines(cmp: dict) -> list[str]:
         lines += [f"  {d['stage']}: {'; '.join(d['differences'][:4])}" for d in cmp["settings_differ"]]
     else:
         lines.append("settings: every matched stage ran the same command (paths aside)")
+    code_a, code_b = cmp["code"]["A"], cmp["code"]["B"]
+    known = code_a == code_b and len(code_a) == 1 and not any(w in code_a[0] for w in ("not", "unknown", " then "))
+    if known and "uncommitted" not in code_a[0]:
+        lines.append(f"code: every matched stage ran at {code_a[0]} in both jobs")
+    else:
+        lines.append(f"code: A ran at {'; '.join(code_a) or '-'}, B at {'; '.join(code_b) or '-'} -- differences "
+                     "between runs of other code are not only noise")
     for side in ("a", "b"):
         if cmp[f"only_in_{side}"]:
             lines.append(f"only in {side.upper()} (not compared): {', '.join(cmp[f'only_in_{side}'])}")

@@ -20,6 +20,8 @@ from pathlib import Path
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.run_directory import FAILURE_FILE, prune_intermediate_checkpoints
 
+from .code_version import code_version
+
 __all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
            "STAGE_FILE", "REPO", "STOP_REQUESTED"]
 
@@ -68,17 +70,35 @@ class StageConflict(RuntimeError):
 
 
 def _record(stage: JobStage, threads: int) -> dict:
+    """What must match for a stage directory to be reused or resumed: the command and the thread count."""
     return {"argv": stage.argv, "threads": threads}
+
+
+def _read_record(stage: JobStage) -> dict | None:
+    try:
+        rec = json.loads((stage.out / STAGE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _write_record(stage: JobStage, threads: int, code: dict) -> None:
+    """The record, plus every code version that ran the stage (a resume at another commit appends one); the code
+    version is provenance, not a setting: resuming at a new commit is allowed, and compare_jobs reports it."""
+    before = _read_record(stage) or {}
+    versions = [v for v in before.get("code", []) if isinstance(v, dict)] if before.get("argv") == stage.argv else []
+    if not versions or versions[-1] != code:
+        versions.append(code)
+    atomic_write_text(stage.out / STAGE_FILE, json.dumps({**_record(stage, threads), "code": versions}, indent=1))
 
 
 def _check_stage(stage: JobStage, threads: int) -> bool:
     """True if the stage is finished with these settings; raises StageConflict if its directory holds another's."""
     if not stage.out.exists():
         return False
-    try:
-        before = json.loads((stage.out / STAGE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        before = None
+    before = _read_record(stage)
+    if before is not None:
+        before = {k: before.get(k) for k in _record(stage, threads)}
     if before != _record(stage, threads):
         what = "another thread count" if isinstance(before, dict) and before.get("argv") == stage.argv else \
             "other settings (or not by the main job)"
@@ -155,6 +175,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
     """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
     naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
     finished = {s.out for s in stages if _check_stage(s, threads)}
+    code = code_version(REPO)
     for s in stages:
         if s.out in finished:
             log(f"[main job] reused: {s.title} ({s.out})")
@@ -173,7 +194,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                     continue
                 pending.remove(s)
                 s.out.mkdir(parents=True, exist_ok=True)
-                (s.out / STAGE_FILE).write_text(json.dumps(_record(s, threads), indent=1))
+                _write_record(s, threads, code)
                 resume = ["--resume"] if (s.out / "last_checkpoint").is_file() else []
                 logf = open(s.out / "stage.log", "a")
                 proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=REPO,
@@ -270,6 +291,7 @@ def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: l
     from classification.engine.slurm import check_request, partition_limits
 
     finished = {s.out for s in stages if _check_stage(s, threads)}
+    code = code_version(REPO)
     limits = partition_limits(partition)
     if limits is not None:
         check_request(limits, 1, threads, gpus)
@@ -291,7 +313,7 @@ def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: l
             log(f"[main job] reused: {s.title} ({s.out})")
             continue
         s.out.mkdir(parents=True, exist_ok=True)
-        (s.out / STAGE_FILE).write_text(json.dumps(_record(s, threads), indent=1))
+        _write_record(s, threads, code)
         jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / "stage.log", threads),
                              [jobs[d] for d in s.deps if d in jobs])
         log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / 'stage.log'})")
