@@ -30,8 +30,8 @@ def test_alternate_times_every_side_each_round_in_alternating_order():
 def test_peak_section_end_to_end(tmp_path):
     out = tmp_path / "bench.json"
     md = tmp_path / "bench.md"
-    proc = run_tool("tools/benchmark.py", "--only", "peak", "--repeats", "3", "--json", out, "--markdown", md,
-                    timeout=600)
+    proc = run_tool("tools/benchmark.py", "--only", "peak", "--repeats", "3", "--threads", "1", "--json", out,
+                    "--markdown", md, timeout=600)  # one thread, as every tool a test runs (conftest)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["machine"]["threads"] >= 1 and res["machine"]["torch"] and "onednn" in res["machine"]
