@@ -75,24 +75,25 @@ def _stage_numbers(stage: Path) -> tuple[dict[str, float], str | None]:
     return {k: v for k, v in vals.items() if isinstance(v, (int, float)) and math.isfinite(v)}, None
 
 
-def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None]:
-    rec = _stage_json(stage)
-    argv = rec.get("argv")
-    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads")
-
-
-def _stage_json(stage: Path) -> dict:
+def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None, list[dict]]:
+    """A stage's portable command, thread count and the code versions that ran it (oldest first; [] where the
+    record predates them); (None, None, []) without a readable record."""
     try:
         rec = _read_json(stage / "main_job_stage.json")
     except (OSError, ValueError):
-        return {}
-    return rec if isinstance(rec, dict) else {}
+        return None, None, []
+    if not isinstance(rec, dict):
+        return None, None, []
+    argv, code = rec.get("argv"), rec.get("code")
+    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads"), \
+        [v for v in code if isinstance(v, dict)] if isinstance(code, list) else []
 
 
-def _code_versions(stage: Path) -> list[dict]:
-    """The code versions that ran a stage (oldest first); [] where the record predates them."""
-    code = _stage_json(stage).get("code")
-    return [v for v in code if isinstance(v, dict)] if isinstance(code, list) else []
+def _one_clean_commit(versions: list[list[dict]]) -> str | None:
+    """The commit every stage ran at, all of each stage's runs included, with no uncommitted changes; else None."""
+    commits = {v.get("commit") if v.get("dirty") is False else None for vs in versions for v in vs}
+    ok = len(commits) == 1 and None not in commits and all(versions)
+    return next(iter(commits)) if ok else None
 
 
 def _differences(argv_a: list[str] | None, argv_b: list[str] | None) -> list[str]:
@@ -172,10 +173,11 @@ def compare_jobs(a, b) -> dict:
             if upstream:
                 differ[name] = [f"starts from {', '.join(upstream)}, which ran other settings"]
                 grown = True
-    out["code"] = {"A": sorted({describe_versions(_code_versions(st_a[n])) for n in common}),
-                   "B": sorted({describe_versions(_code_versions(st_b[n])) for n in common})}
+    out["code"] = {side: sorted({describe_versions(records[n][i][2]) for n in common})
+                   for i, side in enumerate(("A", "B"))}
+    out["same_clean_commit"] = _one_clean_commit([r[2] for n in common for r in records[n]])
     for name in common:
-        (argv_a, thr_a), (argv_b, thr_b) = records[name]
+        (argv_a, thr_a, _), (argv_b, thr_b, _) = records[name]
         out["threads"]["A"].add(thr_a)
         out["threads"]["B"].add(thr_b)
         same = name not in differ
@@ -214,9 +216,8 @@ def comparison_lines(cmp: dict) -> list[str]:
     else:
         lines.append("settings: every matched stage ran the same command (paths aside)")
     code_a, code_b = cmp["code"]["A"], cmp["code"]["B"]
-    known = code_a == code_b and len(code_a) == 1 and not any(w in code_a[0] for w in ("not", "unknown", " then "))
-    if known and "uncommitted" not in code_a[0]:
-        lines.append(f"code: every matched stage ran at {code_a[0]} in both jobs")
+    if cmp["same_clean_commit"]:
+        lines.append(f"code: every matched stage ran at {cmp['same_clean_commit'][:10]} in both jobs")
     else:
         lines.append(f"code: A ran at {'; '.join(code_a) or '-'}, B at {'; '.join(code_b) or '-'} -- differences "
                      "between runs of other code are not only noise")
