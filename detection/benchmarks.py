@@ -12,7 +12,8 @@ Sections: backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training and inf
 detector (our R-101-C4 vs Detectron2's built-in R-101-C4, same settings, shorter side 600), main_job (one training
 iteration of each main-job leg at 128 px, norm folding on vs off, fraction of matmul peak, per-op profile),
 main_job_pretrain / main_job_detect (pretraining images/s and detection iterations/s: the pipeline before issue
-#20 vs the current one, alternating in one run),
+#20 vs the current one, alternating in one run), main_job_detect_vs_commit (detection iterations/s: that earlier
+commit's own code in a worker process vs this tree's),
 cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s vs a large matmul), loader
 (train-loader images/s vs the C4 step's consumption), memory (peak RSS of an R-101-C4 training iteration).
 """
@@ -462,6 +463,56 @@ def bench_main_job_detect(repeats: int, iterations: int = 5) -> dict:
     return out
 
 
+# The commit issue #20 was filed at: the main job before its efficiency work (the "today" of its targets).
+BASELINE_COMMIT = "36a7492"
+
+
+def bench_main_job_detect_vs_commit(repeats: int, iterations: int = 5, commit: str = BASELINE_COMMIT,
+                                    legs: tuple[str, ...] | None = None, work_dir: Path | None = None) -> dict:
+    """Detection iterations/s of each main-job leg (or of `legs`): the real code of `commit` (extracted from this
+    checkout's history into `work_dir`/trees, default output/benchmark) against this tree, each side a worker
+    process that imports only its own tree's packages and trains on its own tree's embedded data (checked equal),
+    3 x `repeats` alternating rounds of `iterations` iterations (main_job_detect rebuilds the earlier side from the
+    current code instead; this checks that reconstruction)."""
+    from .benchmark_workers import LegWorker, extract_commit, training_data_digest
+    from .engine.code_version import code_version
+
+    threads = torch.get_num_threads()
+    work_dir = work_dir or REPO / "output" / "benchmark"
+    try:
+        baseline = extract_commit(commit, work_dir / "trees")
+    except ValueError as e:  # no history here (an installed copy, a shallow clone): nothing to compare with
+        return {"error": str(e)}
+    out = {"conditions": f"{3 * repeats} rounds of {iterations} training iterations per side, each side its own "
+                         f"process, {threads} threads, the embedded smoke scale as each tree configures it; "
+                         "ratio = the baseline's seconds / current seconds",
+           "baseline_commit": baseline.name, "current": code_version(REPO)}
+    logs = work_dir / "workers"
+    for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
+        if legs is not None and leg not in legs:
+            continue
+        workers = {}
+        try:
+            workers["baseline"] = LegWorker(baseline, name, pretrained, iterations, threads,
+                                            logs / f"{leg}_baseline.log", own_datasets=True)
+            workers["current"] = LegWorker(REPO, name, pretrained, iterations, threads, logs / f"{leg}_current.log")
+            digests = {k: training_data_digest(w.info["dataset_root"]) for k, w in workers.items()}
+            if digests["baseline"] != digests["current"]:
+                raise RuntimeError(f"{leg}: the two trees train on different embedded data ({digests}); "
+                                   "their iteration times are not comparable")
+            t = alternate({k: w.run for k, w in workers.items()}, 3 * repeats)
+        finally:
+            for w in workers.values():
+                w.close()
+        row = {f"s_{k}": statistics.median(v) for k, v in t.items()}
+        row.update(ratio_stats(t["baseline"], t["current"]))
+        row.update({f"ms_per_iteration_{k}": 1000 * row[f"s_{k}"] / iterations for k in t})
+        row["sides"] = {k: {x: w.info[x] for x in ("optimizer", "loader_workers", "threads")}
+                        for k, w in workers.items()}
+        out[leg] = row
+    return out
+
+
 def _profile(step: Callable, top: int = 12) -> list[dict]:
     """Self CPU time by operator over 3 iterations (after one warm-up), the top `top`."""
     from torch.profiler import ProfilerActivity, profile
@@ -582,6 +633,7 @@ def bench_memory(repeats: int) -> dict:
 
 SECTIONS = {"backbone": bench_backbone, "detector": bench_detector, "main_job": bench_main_job,
             "main_job_pretrain": bench_main_job_pretrain, "main_job_detect": bench_main_job_detect,
+            "main_job_detect_vs_commit": bench_main_job_detect_vs_commit,
             "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory}
 
 
@@ -624,6 +676,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="timed rounds per comparison (at least 7 for a CI)")
     ap.add_argument("--json", default="output/benchmark/benchmark.json")
     ap.add_argument("--markdown", default=None, help="also write the figures as Markdown to this file")
+    ap.add_argument("--baseline-commit", default=BASELINE_COMMIT,
+                    help="main_job_detect_vs_commit: the commit whose code is the other side (default: the main "
+                         "job before issue #20's efficiency work)")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads (default: every CPU); the main job runs each stage at 1, two at a time")
     args = ap.parse_args(argv)
@@ -636,7 +691,8 @@ def main(argv=None) -> int:
     for name in args.only:
         t0 = time.time()
         print(f"[benchmark] {name} ...", flush=True)
-        results[name] = SECTIONS[name](args.repeats)
+        kwargs = {"commit": args.baseline_commit} if name == "main_job_detect_vs_commit" else {}
+        results[name] = SECTIONS[name](args.repeats, **kwargs)
         results[name]["section_seconds"] = round(time.time() - t0, 1)
         for k, v in results[name].items():
             print(f"  {k}: {_fmt(v)}", flush=True)

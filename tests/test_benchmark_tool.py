@@ -37,3 +37,44 @@ def test_peak_section_end_to_end(tmp_path):
     assert res["machine"]["threads"] >= 1 and res["machine"]["torch"] and "onednn" in res["machine"]
     assert res["peak"]["matmul_gflops"] > 0 and 0 < res["peak"]["resnet50_fraction_of_peak"] < 2
     assert "### peak" in md.read_text() and "Machine:" in md.read_text()
+
+
+@pytest.mark.slow
+def test_detect_vs_commit_trains_each_tree_in_its_own_worker(tmp_path, monkeypatch):
+    """The earlier side is the commit's own code: extracted from git, run in a worker that imports that tree's
+    packages (refused otherwise) on that tree's embedded data (checked equal to ours)."""
+    from detection.engine.code_version import code_version
+
+    monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path / "datasets"))  # the current side's data
+    res = benchmark.bench_main_job_detect_vs_commit(3, iterations=1, commit="HEAD", legs=("vgg16_bn_pretrained",),
+                                                    work_dir=tmp_path)
+    head = code_version(benchmark.REPO)["commit"]
+    assert res["baseline_commit"] == head and (tmp_path / "trees" / head / ".extracted").is_file()
+    assert list(res) == ["conditions", "baseline_commit", "current", "vgg16_bn_pretrained"]
+    row = res["vgg16_bn_pretrained"]
+    assert row["rounds"] == 9 and row["ratio"] > 0 and row["ms_per_iteration_baseline"] > 0
+    assert row["sides"]["baseline"]["optimizer"] == row["sides"]["current"]["optimizer"]  # HEAD vs this tree
+    assert (tmp_path / "trees" / head / "datasets" / "embedded" / "manifest.json").is_file()  # its own data
+    again = benchmark.bench_main_job_detect_vs_commit(3, commit="no-such-commit", work_dir=tmp_path)
+    assert "no-such-commit" in again["error"] and "not a commit" in again["error"]
+
+
+def test_a_worker_that_imports_another_trees_code_is_refused(tmp_path):
+    from detection.benchmark_workers import LegWorker
+
+    tree = tmp_path / "tree"  # configs but no `detection` package: the worker finds the installed one instead
+    tree.mkdir()
+    (tree / "configs").symlink_to(benchmark.REPO / "configs")
+    with pytest.raises(RuntimeError, match="imported detection from"):
+        LegWorker(tree, "vgg16_bn", True, 1, 1, tmp_path / "worker.log")
+
+
+def test_training_data_digest_tells_other_data_apart(tmp_path):
+    from detection.benchmark_workers import training_data_digest
+    from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
+
+    spec = {"num_train": 4, "num_val": 2, "num_holdout": 1, "image_size": 64, "min_object": 16, "max_object": 32}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        generate_embedded_dataset(tmp_path / name, EmbeddedSpec(**spec, seed=seed))
+    digests = {name: training_data_digest(tmp_path / name) for name in "abc"}
+    assert digests["a"] == digests["b"] != digests["c"]
