@@ -18,6 +18,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .engine.code_version import _git
 from .engine.stages import REPO
 
 __all__ = ["extract_commit", "LegWorker", "training_data_digest"]
@@ -25,25 +26,18 @@ __all__ = ["extract_commit", "LegWorker", "training_data_digest"]
 WORKER = REPO / "tools" / "detection_leg_worker.py"
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, timeout=120)
-    except FileNotFoundError:  # no git on this machine: treated as no history
-        return subprocess.CompletedProcess(args, 127, b"", b"git not found")
-
-
 def extract_commit(commit: str, parent: Path) -> Path:
     """The source tree of `commit` (a name git resolves in this checkout) under `parent`/<full sha>, extracted once
     (`git archive`; a marker file says the extraction finished) and reused after."""
-    resolved = _git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
-    if resolved.returncode != 0:
+    sha = _git(REPO, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")  # None: no git / history / name
+    if not sha:
         raise ValueError(f"baseline commit {commit!r}: not a commit of the checkout at {REPO} "
                          f"({'no git history here' if not (REPO / '.git').exists() else 'unknown name'})")
-    sha = resolved.stdout.decode().strip()
     tree = parent / sha
     if (tree / ".extracted").is_file():
         return tree
-    archive = _git("archive", "--format=tar", sha)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", sha], capture_output=True,
+                             timeout=120)  # bytes: the code_version helper reads text
     if archive.returncode != 0:
         raise RuntimeError(f"git archive {sha} failed: {archive.stderr.decode()[-500:]}")
     parent.mkdir(parents=True, exist_ok=True)
@@ -78,8 +72,8 @@ class LegWorker:
     DETECTRON2_DATASETS names); `run()` trains one block of iterations. Refuses a worker that imported another
     tree's `detection` package."""
 
-    def __init__(self, tree: Path, leg: str, pretrained: bool, iterations: int, threads: int, log: Path,
-                 own_datasets: bool = False):
+    def __init__(self, tree: Path, leg: str, config_files: list[str], pretrained: bool, iterations: int,
+                 threads: int, log: Path, own_datasets: bool = False):
         env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS=str(threads))
         if own_datasets:
             env.pop("DETECTRON2_DATASETS", None)
@@ -87,7 +81,8 @@ class LegWorker:
         log.parent.mkdir(parents=True, exist_ok=True)
         self._stderr = open(log, "w")  # noqa: SIM115  (closed in close())
         argv = [sys.executable, str(WORKER), "--leg", leg, "--iterations", str(iterations), "--threads",
-                str(threads), *(["--pretrained"] if pretrained else [])]
+                str(threads), *[a for f in config_files for a in ("--config-file", f)],
+                *(["--pretrained"] if pretrained else [])]
         self.proc = subprocess.Popen(argv, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, text=True)
         self.info = json.loads(self._line())

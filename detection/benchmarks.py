@@ -487,18 +487,23 @@ def bench_main_job_detect_vs_commit(repeats: int, iterations: int = 5, commit: s
                          f"process, {threads} threads, the embedded smoke scale as each tree configures it; "
                          "ratio = the baseline's seconds / current seconds",
            "baseline_commit": baseline.name, "current": code_version(REPO)}
-    logs = work_dir / "workers"
+    logs, digests = work_dir / "workers", {}  # digests by dataset root: each read once, whatever the legs
     for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
         if legs is not None and leg not in legs:
             continue
+        files = [os.path.relpath(f, REPO) for f in leg_config_files(name, pretrained=pretrained)]  # same in both
         workers = {}
         try:
-            workers["baseline"] = LegWorker(baseline, name, pretrained, iterations, threads,
+            workers["baseline"] = LegWorker(baseline, name, files, pretrained, iterations, threads,
                                             logs / f"{leg}_baseline.log", own_datasets=True)
-            workers["current"] = LegWorker(REPO, name, pretrained, iterations, threads, logs / f"{leg}_current.log")
-            digests = {k: training_data_digest(w.info["dataset_root"]) for k, w in workers.items()}
-            if digests["baseline"] != digests["current"]:
-                raise RuntimeError(f"{leg}: the two trees train on different embedded data ({digests}); "
+            workers["current"] = LegWorker(REPO, name, files, pretrained, iterations, threads,
+                                           logs / f"{leg}_current.log")
+            for w in workers.values():
+                if w.info["dataset_root"] not in digests:
+                    digests[w.info["dataset_root"]] = training_data_digest(w.info["dataset_root"])
+            data = {k: digests[w.info["dataset_root"]] for k, w in workers.items()}
+            if data["baseline"] != data["current"]:
+                raise RuntimeError(f"{leg}: the two trees train on different embedded data ({data}); "
                                    "their iteration times are not comparable")
             t = alternate({k: w.run for k, w in workers.items()}, 3 * repeats)
         finally:

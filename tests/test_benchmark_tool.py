@@ -66,7 +66,8 @@ def test_a_worker_that_imports_another_trees_code_is_refused(tmp_path):
     tree.mkdir()
     (tree / "configs").symlink_to(benchmark.REPO / "configs")
     with pytest.raises(RuntimeError, match="imported detection from"):
-        LegWorker(tree, "vgg16_bn", True, 1, 1, tmp_path / "worker.log")
+        LegWorker(tree, "vgg16_bn", ["configs/COCO-Detection/faster_rcnn_vgg16.yaml",
+                                     "configs/Embedded-Detection/smoke.yaml"], False, 1, 1, tmp_path / "worker.log")
 
 
 def test_training_data_digest_tells_other_data_apart(tmp_path):

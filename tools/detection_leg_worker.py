@@ -9,7 +9,9 @@ and train loader, build_model); it imports nothing from the benchmark itself. Pr
 line read from stdin one block of `--iterations` training iterations and the line "done". Everything else it
 prints goes to stderr.
 
-    python tools/detection_leg_worker.py --leg resnet101 --pretrained --iterations 5 --threads 1
+    python tools/detection_leg_worker.py --leg resnet101 --pretrained --iterations 5 --threads 1 \
+        --config-file configs/COCO-Detection/faster_rcnn_R_101_C4.yaml --config-file \
+        configs/Embedded-Detection/smoke.yaml --config-file configs/Embedded-Detection/pretrained.yaml
 """
 
 import argparse
@@ -18,14 +20,13 @@ import os
 import sys
 import warnings
 
-ARCH_CONFIGS = {"vgg": "configs/COCO-Detection/faster_rcnn_vgg16.yaml",
-                "resnet": "configs/COCO-Detection/faster_rcnn_R_101_C4.yaml"}
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--leg", required=True, help="backbone name: vgg16_bn, resnet101, ...")
-    ap.add_argument("--pretrained", action="store_true", help="the transfer overlay (FrozenBN, frozen stem)")
+    ap.add_argument("--config-file", action="append", required=True,
+                    help="relative to the tree, in order (the caller passes main_job.leg_config_files)")
+    ap.add_argument("--pretrained", action="store_true", help="a transfer leg: FrozenBN given pretrained-like scales")
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
@@ -42,10 +43,7 @@ def main() -> int:
     from detection import get_detection_cfg
     from detection.engine.trainer import Trainer
 
-    arch = next(c for prefix, c in ARCH_CONFIGS.items() if args.leg.startswith(prefix))
-    files = [arch, "configs/Embedded-Detection/smoke.yaml"]
-    files += ["configs/Embedded-Detection/pretrained.yaml"] if args.pretrained else []
-    cfg = get_detection_cfg(files, ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", args.leg])
+    cfg = get_detection_cfg(args.config_file, ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", args.leg])
     torch.manual_seed(0)
     model = build_model(cfg)
     if args.pretrained:  # FrozenBN with pretrained-like scales: a random deep net would overflow (as the benchmark)
