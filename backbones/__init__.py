@@ -1,7 +1,7 @@
 """Pure-PyTorch backbones of the benchmark: ResNet / plain nets (ImageNet 18-152, CIFAR 6n+2) and VGG 11-19.
 
 Never imports detectron2. Public interface:
-    create_model(name, num_classes=1000, **options), list_models(pattern="*")
+    create_model(name, num_classes=1000, **options), list_models(pattern="*"), model_info(name) -> ModelInfo
     model.forward(x) -> logits; model.forward_features(x) -> OrderedDict of stage outputs; model.feature_info
     complexity(model, input_size) -> mult-adds (torch's operator counter, on meta tensors) and parameters
     load_pretrained(model, path) -> LoadReport  (torchvision, timm, Detectron2, MSRA Caffe2, our checkpoints)
@@ -15,8 +15,8 @@ from .complexity import Complexity, complexity
 from .features import FeatureInfo, FeatureNet
 from .norm import NORMS, FrozenBatchNorm2d, get_norm
 from .pretrained import IncompatibleWeightsError, LoadReport, WeightsMeta, load_pretrained, save_pretrained
-from .registry import create_model, list_models
+from .registry import ModelInfo, create_model, list_models, model_info
 
-__all__ = ["create_model", "list_models", "FeatureInfo", "FeatureNet", "FrozenBatchNorm2d", "get_norm",
-           "NORMS", "SHORTCUTS", "complexity", "Complexity", "load_pretrained", "save_pretrained", "LoadReport",
-           "WeightsMeta", "IncompatibleWeightsError", "UnsafeCheckpointError", "CheckpointReadError"]
+__all__ = ["create_model", "list_models", "model_info", "ModelInfo", "FeatureInfo", "FeatureNet", "FrozenBatchNorm2d",
+           "get_norm", "NORMS", "SHORTCUTS", "complexity", "Complexity", "load_pretrained", "save_pretrained",
+           "LoadReport", "WeightsMeta", "IncompatibleWeightsError", "UnsafeCheckpointError", "CheckpointReadError"]

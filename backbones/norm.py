@@ -18,8 +18,6 @@ class FrozenBatchNorm2d(nn.Module):
     State-dict keys match nn.BatchNorm2d (weight, bias, running_mean, running_var), so BN checkpoints load as is.
     """
 
-    cache_affine = True  # False: affine() recomputes on every call (the pipeline before issue #20; benchmarks)
-
     def __init__(self, num_features: int, eps: float = 1e-5):
         super().__init__()
         self.num_features = num_features
@@ -39,7 +37,7 @@ class FrozenBatchNorm2d(nn.Module):
         """
         buffers = (self.weight, self.bias, self.running_mean, self.running_var)
         key = (self.eps, *(b._version for b in buffers))
-        cached = self.__dict__.get("_affine") if self.cache_affine else None
+        cached = self.__dict__.get("_affine")
         if cached is None or cached[1] != key or any(a is not b for a, b in zip(cached[0], buffers)):
             with torch.no_grad():
                 scale = self.weight * (self.running_var + self.eps).rsqrt()

@@ -1,4 +1,9 @@
-"""Model names -> constructors: `create_model` and `list_models`."""
+"""Model names -> constructors and their metadata: `create_model`, `list_models`, `model_info`.
+
+Each registered name carries a `ModelInfo` (as timm attaches a pretrained cfg at `register_model`): its family,
+depth, whether it is residual and normalised, and the training conventions that go with the family (the reference
+learning rate of its paper, whether blocks start as the identity). Callers ask the registry, never a name's prefix.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,31 @@ import ast
 import fnmatch
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from torch import nn
 
-__all__ = ["ModelOptionError", "register_model", "create_model", "list_models", "parse_model_option"]
+__all__ = ["ModelOptionError", "ModelInfo", "register_model", "create_model", "list_models", "model_info",
+           "parse_model_option"]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a registered name is, and the conventions that come with its family."""
+
+    name: str
+    family: str  # "resnet", "plain", "vgg", "cifar_resnet", "cifar_plain"
+    depth: int
+    residual: bool  # blocks with shortcuts (ResNet) or without (plain, VGG)
+    normalized: bool  # has norm layers (VGG without `_bn` has none)
+    reference_lr: float  # the family paper's learning rate at batch 256: He et al. 0.1, Simonyan & Zisserman 0.01
+    zero_init_residual: bool  # a residual net trains from blocks that start as the identity (last norm of each
+    #                           residual branch at zero, Goyal et al.): the main job's pretraining turns it on
+    detection_design: str  # the paper's Faster R-CNN head for this trunk: "C4" (res5 on RoIs) or "vgg_fc" (fc6/fc7)
+
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}
+_INFO: dict[str, ModelInfo] = {}
 
 
 class ModelOptionError(TypeError, ValueError):
@@ -19,10 +43,25 @@ class ModelOptionError(TypeError, ValueError):
     unexpected keyword argument is), a ValueError to command lines that report bad input in one line."""
 
 
-def register_model(name: str, fn: Callable[..., nn.Module]) -> None:
+def register_model(name: str, fn: Callable[..., nn.Module], info: ModelInfo) -> None:
     if name in _MODELS:
         raise KeyError(f"model {name!r} is already registered")
+    if info.name != name:
+        raise ValueError(f"model {name!r} registered with the metadata of {info.name!r}")
     _MODELS[name] = fn
+    _INFO[name] = info
+
+
+def model_info(name: str) -> ModelInfo:
+    """The metadata of a registered name; ValueError naming similar names for an unknown one."""
+    if name not in _INFO:
+        _unknown(name)
+    return _INFO[name]
+
+
+def _unknown(name: str):
+    close = fnmatch.filter(_MODELS, f"*{str(name).rstrip('0123456789')}*")
+    raise ValueError(f"unknown model {name!r}; similar: {sorted(close) or 'none'}; see backbones.list_models()")
 
 
 def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
@@ -34,12 +73,9 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
     if not isinstance(name, str):
         raise ModelOptionError(f"model name must be a string such as 'resnet50' (see backbones.list_models()), "
                         f"got {name!r}")
-    try:
-        fn = _MODELS[name]
-    except KeyError:
-        close = fnmatch.filter(_MODELS, f"*{name.rstrip('0123456789')}*")
-        raise ValueError(f"unknown model {name!r}; similar: {sorted(close) or 'none'}; "
-                         "see backbones.list_models()") from None
+    if name not in _MODELS:
+        _unknown(name)
+    fn = _MODELS[name]
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
         raise ValueError(f"num_classes must be an integer >= 0 (0: no classifier), got {num_classes!r}")
     params = inspect.signature(fn).parameters.values()

@@ -21,7 +21,7 @@ from .blocks import (
 )
 from .features import FeatureNet
 from .norm import freeze_, get_norm
-from .registry import register_model
+from .registry import ModelInfo, register_model
 from .stages import make_stage
 from .width import check_width, scale_channels
 
@@ -222,13 +222,20 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
 
 
 def _register() -> None:
+    def info(name: str, family: str, depth: int, residual: bool) -> ModelInfo:
+        return ModelInfo(name, family, depth, residual, normalized=True, reference_lr=0.1,
+                         zero_init_residual=residual, detection_design="C4")
+
     for depth in IMAGENET_DEPTHS:
-        register_model(f"resnet{depth}", partial(resnet, depth))
-        register_model(f"plain{depth}", partial(resnet, depth, residual=False))
+        register_model(f"resnet{depth}", partial(resnet, depth), info(f"resnet{depth}", "resnet", depth, True))
+        register_model(f"plain{depth}", partial(resnet, depth, residual=False),
+                       info(f"plain{depth}", "plain", depth, False))
     for depth in CIFAR_DEPTHS:
-        register_model(f"cifar_resnet{depth}", partial(cifar_resnet, depth))
+        register_model(f"cifar_resnet{depth}", partial(cifar_resnet, depth),
+                       info(f"cifar_resnet{depth}", "cifar_resnet", depth, True))
         if depth != 1202:
-            register_model(f"cifar_plain{depth}", partial(cifar_resnet, depth, residual=False))
+            register_model(f"cifar_plain{depth}", partial(cifar_resnet, depth, residual=False),
+                           info(f"cifar_plain{depth}", "cifar_plain", depth, False))
 
 
 _register()

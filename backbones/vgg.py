@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from .blocks import Conv2dNorm
 from .features import FeatureNet
-from .registry import register_model
+from .registry import ModelInfo, register_model
 from .stages import Stage
 from .width import check_width, scale_channels
 
@@ -105,8 +105,10 @@ def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float =
 
 def _register() -> None:
     for depth in VGG_DEPTHS:
-        register_model(f"vgg{depth}", partial(vgg, depth))
-        register_model(f"vgg{depth}_bn", partial(vgg, depth, norm="BN"))
+        for name, norm in ((f"vgg{depth}", ""), (f"vgg{depth}_bn", "BN")):
+            register_model(name, partial(vgg, depth, norm=norm) if norm else partial(vgg, depth),
+                           ModelInfo(name, "vgg", depth, residual=False, normalized=bool(norm), reference_lr=0.01,
+                                     zero_init_residual=False, detection_design="vgg_fc"))
 
 
 _register()

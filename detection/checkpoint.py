@@ -23,6 +23,7 @@ from detectron2.checkpoint import DetectionCheckpointer
 from backbones.checkpoint_io import atomic_torch_save, atomic_write_text
 from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file, unusable_values
 from classification.engine.run_directory import last_checkpoint_file
+from classification.engine.run_files import LAST_CHECKPOINT
 
 __all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
 
@@ -124,4 +125,4 @@ class BackbonesCheckpointer(DetectionCheckpointer):
 
     def tag_last_checkpoint(self, last_filename_basename: str) -> None:
         """`last_checkpoint` is written atomically too, and only after the file it names is complete."""
-        atomic_write_text(os.path.join(self.save_dir, "last_checkpoint"), last_filename_basename)
+        atomic_write_text(os.path.join(self.save_dir, LAST_CHECKPOINT), last_filename_basename)

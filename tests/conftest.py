@@ -13,6 +13,9 @@ from detection.datasets.embedded import EmbeddedSpec, register_embedded
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+# tools/ is not an installed package: its benchmarks package (tools/benchmarks/) is imported as the tools import it,
+# from the tools directory (appended: nothing there shadows an installed module)
+sys.path.append(str(REPO / "tools"))
 TINY_SPEC = EmbeddedSpec(num_train=12, num_val=8, image_size=96, min_object=24, max_object=48, seed=3)
 
 # Two pytest-xdist workers share two cores: one intra-op thread each keeps the machine from oversubscribing. The

@@ -356,7 +356,8 @@ def test_a_run_whose_weights_blow_up_at_the_end_is_recorded_as_failed(tiny_data,
     """MAX_ITER 1 and an absurd lr: the one update makes the weights non-finite; Detectron2 still evaluates them in
     after_train and writes metrics.json. The run exits non-zero, failure.json says why, the report and the main job
     do not count it as finished."""
-    from detection.engine.stages import JobStage
+    from detection.main_job.graph import stage_done
+    from detection.main_job.plan import Stage
 
     out = tmp_path / "run"
     proc = run_tool(*det_args(tiny_data, out, 1, "SOLVER.BASE_LR", "1e400", "SOLVER.WARMUP_ITERS", "0",
@@ -365,8 +366,7 @@ def test_a_run_whose_weights_blow_up_at_the_end_is_recorded_as_failed(tiny_data,
     failure = json.loads((out / "failure.json").read_text())
     assert failure["iteration"] == 0 and "inf/NaN" in failure["error"]
     assert load_run(out).status.startswith("failed at iteration 0: FloatingPointError")
-    stage = JobStage("t", out, [], "detect", "resnet18", "scratch", 1)
-    assert not stage.done()
+    assert not stage_done(Stage("t", out, [], "detect", "resnet18", "scratch", 1))
 
 
 @pytest.fixture(scope="module")

@@ -323,7 +323,7 @@ def test_the_report_lists_unusable_runs_and_writes_valid_json(tmp_path):
     it in matplotlib's TeX parser, report.json held NaN (not JSON), a classification run was "training or
     crashed"."""
     sys.path.insert(0, str(REPO / "tests"))
-    from test_report import COCO_R101, COCO_VGG, _classification_run, make_run
+    from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run
 
     good = [make_run(tmp_path, "vgg_s0", "vgg16", coco={**COCO_VGG, "APs": float("nan")}, seed=0,
                      per_cat={"a$b": 3.0, "$\\frac{$": 1.0}),
@@ -334,7 +334,7 @@ def test_the_report_lists_unusable_runs_and_writes_valid_json(tmp_path):
     text = make_run(tmp_path, "text", "resnet101", coco={**COCO_R101, "AP50": "abc"})
     broken = make_run(tmp_path, "broken", "resnet101", coco=COCO_R101)
     (broken / "config.yaml").write_text("MODEL: [1, 2\n")
-    cls = _classification_run(tmp_path).parent
+    cls = classification_run(tmp_path).parent
     out = tmp_path / "report"
     proc = run_tool("tools/report.py", *good, inf, text, broken, cls, "--output-dir", out)
     assert proc.returncode == 0, proc.stderr[-3000:]

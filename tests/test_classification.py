@@ -51,7 +51,7 @@ def test_seeded_samples_draw_the_same_with_the_cpu_generator_alone(monkeypatch):
 
     import numpy as np
 
-    from classification.data.sampling import SeededSamples
+    from classification.data.sampling import SeededSamples, decode_key
 
     class Draws(torch.utils.data.Dataset):
         def __len__(self):
@@ -61,12 +61,16 @@ def test_seeded_samples_draw_the_same_with_the_cpu_generator_alone(monkeypatch):
             return random.random(), float(np.random.rand()), torch.rand(3).tolist(), i
 
     keys = [7, 3, 12, 24, 16]  # key = position * 5 + index: positions 1, 0, 2, 4, 3
-    items = {}
-    for all_devices in (True, False):
-        monkeypatch.setattr(SeededSamples, "seed_all_devices", all_devices)
-        data = SeededSamples(Draws(), seed=4)
-        items[all_devices] = [data[k] for k in keys]
-    assert items[True] == items[False]
+    items = {False: [SeededSamples(Draws(), seed=4)[k] for k in keys]}
+    reference = []  # the same draws seeded with torch.manual_seed (every device), as Detectron2 would
+    for k in keys:
+        position, index = decode_key(k, 5)
+        s = (4 * 1_000_003 + position) % (2**32)
+        random.seed(s)
+        np.random.seed(s)
+        torch.manual_seed(s)
+        reference.append(Draws()[index])
+    assert items[False] == reference
     assert len({item[1] for item in items[False]}) == len(keys)  # seeded per position: the draws differ
 
 
@@ -169,7 +173,7 @@ def test_prune_intermediate_checkpoints_is_one_rule_for_both_trainers_and_the_ma
     the oldest model_<iteration>.pth first (train_cls's 7 digits and Detectron2's), never model_final.pth or
     anything else."""
     from classification.engine.run_directory import prune_intermediate_checkpoints
-    from detection.engine.stages import prune_checkpoints
+    from detection.main_job.graph import prune_checkpoints
 
     names = ["model_0000002.pth", "model_0000010.pth", "model_0000999.pth", "model_final.pth", "metrics.json",
              "model_notes.txt"]

@@ -5,7 +5,8 @@
 
 For runs of the same job at another thread count (`tools/main_job.py --jobs 1 --threads 2`), on another machine
 or with another torch build. Stages are matched by name; stages that ran other settings are named (not compared as
-noise); verdicts are recomputed in each job with the job's rule (a difference beyond the spread of both groups).
+noise); verdicts are recomputed in each job with the one statistic (a call only when the 95% interval over the
+pretraining runs excludes 0).
 """
 
 import argparse
@@ -16,7 +17,7 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.cli import user_errors
-from detection.engine.job_comparison import compare_jobs, comparison_lines
+from detection.main_job.compare import compare_jobs, comparison_lines
 from detection.report.writer import strict_json
 
 

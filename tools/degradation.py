@@ -17,6 +17,7 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from classification.analysis.degradation import plot_curves, run_degradation, summary_table
 from classification.engine.cli import user_errors
+from classification.engine.run_files import FINAL_CHECKPOINT
 from classification.engine.trainer import ClsConfig, build_datasets
 
 
@@ -65,7 +66,7 @@ def _run(args) -> int:
         results = {}
         for name in args.models:
             model = create_model(name, num_classes=len(val.classes))
-            load_pretrained(model, out / name / "model_final.pth")
+            load_pretrained(model, out / name / FINAL_CHECKPOINT)
             results[name] = layer_response_std(model, val, max_images=1000)
         plot_layer_responses(results, out / "layer_responses.png")
         for name, res in results.items():

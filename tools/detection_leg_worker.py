@@ -3,8 +3,10 @@
 main_job_detect_vs_commit`, run with its working directory and PYTHONPATH at a source tree (this checkout, or an
 earlier commit extracted by the benchmark), so that every package it imports is that tree's.
 
-It uses only what every commit of the project since the main job has (get_detection_cfg, the Trainer's optimizer
-and train loader, build_model); it imports nothing from the benchmark itself. Protocol: one JSON line when ready
+It builds its leg itself instead of through detection/main_job/leg.py (build_detection_leg, the one leg harness
+everywhere else): it runs inside earlier commits' trees, which lack that module, so it uses only what every commit
+of the project since the main job has (get_detection_cfg, the Trainer's optimizer and train loader, build_model) and
+imports nothing from the benchmarks (tools/benchmarks/vs_commit.py drives it). Protocol: one JSON line when ready
 (the tree's `detection` package and embedded dataset paths, optimizer, loader workers, threads), then for each
 line read from stdin one block of `--iterations` training iterations and the line "done". Everything else it
 prints goes to stderr.

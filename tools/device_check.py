@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The CUDA check for the first GPU machine (`make device-check`): under 8 minutes on one GPU.
 
-1. the tests marked `cuda` (tests/test_cuda.py: BN folding, RoIAlign, channels_last, the classification AMP step and
-   its GradScaler resume, Detectron2's AMPTrainer with our R-101-C4 and VGG-16 detectors, a 2-process NCCL launch
+1. the tests marked `cuda` (tests/tools/test_cuda.py: BN folding, RoIAlign, channels_last, the classification AMP step
+   and its GradScaler resume, Detectron2's AMPTrainer with our R-101-C4 and VGG-16 detectors, a 2-process NCCL launch
    when two GPUs are visible);
 2. timings side by side (alternating rounds, median ratio with a bootstrap 95% interval, as tools/benchmark.py):
    our R-101-C4 and VGG-16 detectors vs Detectron2's built-in R-101-C4, training and inference at 600x1000 with 2
@@ -37,22 +37,16 @@ TIMINGS = [
 ]
 
 
-def _bench():
-    from detection import benchmarks  # alternate / ratio_stats / the detector configs
-
-    return benchmarks
-
-
 def _cuda_tests() -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "cuda", "tests/test_cuda.py"],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "cuda",
+                           "tests/tools/test_cuda.py"], cwd=REPO, capture_output=True, text=True)
     return [ln for ln in proc.stdout.splitlines() if "::" in ln]
 
 
 def run_cuda_tests(out: Path) -> dict:
     t0 = time.time()
     junit = out / "cuda_tests.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/test_cuda.py", "-p",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/tools/test_cuda.py", "-p",
                            "no:cacheprovider", f"--junitxml={junit}"], cwd=REPO, capture_output=True, text=True,
                           timeout=420)
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
@@ -68,23 +62,25 @@ def _sync_timed(fn):
 
 
 def _detector_timings(repeats: int) -> dict:
+    import detection  # noqa: I001  (first: lets Detectron2 import without its compiled ops)
     from detectron2.modeling import build_model
     from detectron2.utils.events import EventStorage
 
-    from detection import get_detection_cfg
+    from benchmarks import checkout
+    from benchmarks.detector import build_detector_pair, detector_cfgs, detector_inputs
+    from benchmarks.stats import alternate, ratio_stats
+    from detection.main_job.leg import calibrate_frozen_bn
 
-    b = _bench()
-    ours_cfg, d2_cfg = b._det_cfgs()
-    vgg_cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_vgg16.yaml", ["MODEL.WEIGHTS", ""])
+    ours_cfg, d2_cfg = detector_cfgs()
+    vgg_cfg = detection.get_detection_cfg(str(checkout().config("COCO-Detection", "faster_rcnn_vgg16.yaml")),
+                                ["MODEL.WEIGHTS", ""])
     for cfg in (ours_cfg, d2_cfg, vgg_cfg):
         cfg.defrost()
         cfg.MODEL.DEVICE = "cuda"
         cfg.INPUT.MIN_SIZE_TEST, cfg.INPUT.MAX_SIZE_TEST = 600, 1000
-    torch.manual_seed(0)
-    models = {"ours": b._calibrated(build_model(ours_cfg)), "detectron2": b._calibrated(build_model(d2_cfg)),
-              "vgg16": b._calibrated(build_model(vgg_cfg))}
-    models["ours"].load_state_dict(models["detectron2"].state_dict())
-    batch = b._det_inputs(600, 1000) + b._det_inputs(600, 1000)
+    ours, d2 = build_detector_pair(ours_cfg, d2_cfg)  # the same weights, pretrained-like FrozenBN scales
+    models = {"ours": ours, "detectron2": d2, "vgg16": calibrate_frozen_bn(build_model(vgg_cfg))}
+    batch = detector_inputs(600, 1000) + detector_inputs(600, 1000)
     opts = {k: torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=1e-4) for k, m in models.items()}
     scalers = {k: torch.amp.GradScaler("cuda") for k in models}
 
@@ -113,10 +109,10 @@ def _detector_timings(repeats: int) -> dict:
         tag = "amp" if amp else "fp32"
         for ours, name in (("ours", "r101_c4"), ("vgg16", "vgg16")):
             for kind, fn in (("train", train), ("infer", infer)):
-                t = b.alternate({"ours": fn(ours, amp), "detectron2": fn("detectron2", amp)}, repeats)
+                t = alternate({"ours": fn(ours, amp), "detectron2": fn("detectron2", amp)}, repeats)
                 res[f"detector_{name}_{kind}_{tag}"] = {"s_ours": statistics.median(t["ours"]),
                                                         "s_detectron2_r101_c4": statistics.median(t["detectron2"]),
-                                                        **b.ratio_stats(t["detectron2"], t["ours"])}
+                                                        **ratio_stats(t["detectron2"], t["ours"])}
     return res
 
 
@@ -124,17 +120,17 @@ def _backbone_timings(repeats: int) -> dict:
     import torchvision
 
     import backbones
+    from benchmarks.stats import alternate, ratio_stats
 
-    b = _bench()
     x = torch.randn(32, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
     res = {}
     for name in ("resnet50", "resnet101", "vgg16"):
         ours = backbones.create_model(name).cuda().eval().to(memory_format=torch.channels_last)
         tv = getattr(torchvision.models, name)(weights=None).cuda().eval().to(memory_format=torch.channels_last)
         with torch.inference_mode():
-            t = b.alternate({"ours": _sync_timed(lambda m=ours: m(x)), "tv": _sync_timed(lambda m=tv: m(x))}, repeats)
+            t = alternate({"ours": _sync_timed(lambda m=ours: m(x)), "tv": _sync_timed(lambda m=tv: m(x))}, repeats)
         res[f"backbone_infer_{name}"] = {"s_ours": statistics.median(t["ours"]), "s_torchvision":
-                                         statistics.median(t["tv"]), **b.ratio_stats(t["tv"], t["ours"])}
+                                         statistics.median(t["tv"]), **ratio_stats(t["tv"], t["ours"])}
     return res
 
 
@@ -170,7 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-timings", action="store_true", help="run the CUDA tests only")
     args = ap.parse_args(argv)
     if args.list:
-        print("CUDA tests (pytest -m cuda tests/test_cuda.py):")
+        print("CUDA tests (pytest -m cuda tests/tools/test_cuda.py):")
         for t in _cuda_tests():
             print(f"  {t}")
         print(f"timings ({args.repeats} alternating rounds each, fp32 and AMP where it applies):")

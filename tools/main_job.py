@@ -14,7 +14,7 @@ import sys
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
-from detection.engine.main_job import main
+from detection.main_job.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

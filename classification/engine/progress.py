@@ -10,9 +10,11 @@ from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
 
+from .run_files import PROGRESS
+
 __all__ = ["ProgressFile", "read_progress", "PROGRESS_FILE"]
 
-PROGRESS_FILE = "progress.json"
+PROGRESS_FILE = PROGRESS
 
 
 class ProgressFile:

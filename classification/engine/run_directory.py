@@ -15,13 +15,15 @@ import logging
 import os
 from pathlib import Path
 
+from .run_files import FAILURE, LAST_CHECKPOINT, RUN_MARKERS
+
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
            "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
            "prune_intermediate_checkpoints", "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
 
 LOCK_NAME = ".run.lock"
-RUN_FILES = ("last_checkpoint", "model_final.pth", "metrics.json")  # any of them: the directory holds a run
-FAILURE_FILE = "failure.json"  # a run's record that it raised (detection's Trainer.train); removed when a resume ends
+RUN_FILES = RUN_MARKERS  # any of them: the directory holds a run
+FAILURE_FILE = FAILURE  # a run's record that it raised (detection's Trainer.train); removed when a resume ends
 _held: dict[str, object] = {}  # path -> open file: the lock lives as long as this process
 
 
@@ -34,7 +36,7 @@ def last_checkpoint_file(output_dir: str | os.PathLike) -> Path | None:
     when there is no last_checkpoint. ValueError when it is empty, names something other than a file in the
     directory, or a file that does not exist: resuming would silently start over (or fail with an assertion)."""
     out = Path(output_dir)
-    tag = out / "last_checkpoint"
+    tag = out / LAST_CHECKPOINT
     if not tag.is_file():
         return None
     name = tag.read_text(errors="replace").strip()

@@ -16,6 +16,7 @@ from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
+from .run_files import CONFIG_JSON
 from .slurm import add_cluster_arguments, submit
 from .trainer import train
 
@@ -36,7 +37,7 @@ def main(args: argparse.Namespace) -> dict:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s %(name)s] %(message)s")
     cfg = config_from_args(args)
     out = Path(cfg.output_dir)
-    recorded = out / "config.json"
+    recorded = out / CONFIG_JSON
     claim_run_directory(out, resume=args.resume, flag="--output-dir",
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
                         recorded=_recorded_config(recorded) if args.resume and recorded.is_file() else None,

@@ -38,11 +38,11 @@ from .config import ClsConfig
 from .interrupt import StepBoundaryInterrupt
 from .progress import ProgressFile
 from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
+from .run_files import CONFIG_JSON, FINAL_CHECKPOINT, LAST_CHECKPOINT, METRICS, checkpoint_name
 
 __all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
 
 logger = logging.getLogger("classification")
-LAST_CHECKPOINT = "last_checkpoint"
 
 
 def _is_main() -> bool:
@@ -316,7 +316,7 @@ def run_evaluation(run: Run, lr: float) -> dict:
 def save_checkpoint(run: Run) -> None:
     """model_<iteration>.pth (model_final.pth at the end) and last_checkpoint, each written atomically."""
     final = run.iteration >= run.cfg.iterations
-    path = run.out / ("model_final.pth" if final else f"model_{run.iteration:07d}.pth")
+    path = run.out / (FINAL_CHECKPOINT if final else checkpoint_name(run.iteration))
     mean, std = run.mean_std
     save_pretrained(run.model, path, input_format="RGB", pixel_mean=mean, pixel_std=std,
                     extra={"optimizer": run.optimizer.state_dict(), "schedule": run.schedule.state_dict(),
@@ -335,7 +335,7 @@ def train(cfg: ClsConfig) -> dict:
     run = build(cfg)
     if _is_main():
         run.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run.out / "config.json", json.dumps(asdict(cfg), indent=2))
+        atomic_write_text(run.out / CONFIG_JSON, json.dumps(asdict(cfg), indent=2))
     resume(run)
     rank = dist.get_rank() if dist.is_initialized() else 0
     sampler = ResumableSampler(len(run.train_set), seed=cfg.seed, rank=rank, world_size=run.world)
@@ -407,11 +407,11 @@ def _train_loop(run: Run, loader, stop: StepBoundaryInterrupt, bar, writer, prog
 def _finish(run: Run, seconds: float) -> dict:
     h = run.history
     final = {"top1": 100 - h["test_error"][-1], "top5": 100 - h["test_top5_error"][-1]} if h["test_error"] else {}
-    result = {"history": h, "final": final, "checkpoint": str(run.out / "model_final.pth"),
+    result = {"history": h, "final": final, "checkpoint": str(run.out / FINAL_CHECKPOINT),
               "seconds": round(seconds, 1), "classes": list(run.train_set.classes), "world_size": run.world,
               "images_seen": run.iteration * run.cfg.batch_size * run.world, "val_images": len(run.val_set)}
     if _is_main():
-        atomic_write_text(run.out / "metrics.json", json.dumps(result, indent=2))
+        atomic_write_text(run.out / METRICS, json.dumps(result, indent=2))
         if h["skipped_images"]:
             logger.warning(f"{h['skipped_images']} unreadable images were skipped (on_error='skip')")
     if math.isnan(final.get("top1", 0.0)):

@@ -17,6 +17,7 @@ from detectron2.utils.logger import setup_logger
 from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
+from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, PROGRESS, TRAINING_LOG
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -115,11 +116,11 @@ def setup(args: argparse.Namespace):
     cfg.freeze()
     check_run_config(cfg)
     if args.eval_only and not cfg.MODEL.WEIGHTS and not (
-            args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
+            args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "
                          "--resume with an OUTPUT_DIR that holds a checkpoint); it would evaluate a random model")
     # before anything is written (default_setup rewrites config.yaml): one writer, no overwrite, same settings
-    recorded = os.path.join(cfg.OUTPUT_DIR, "config.yaml")
+    recorded = os.path.join(cfg.OUTPUT_DIR, CONFIG_YAML)
     claim_run_directory(cfg.OUTPUT_DIR, resume=args.resume, writer=comm.get_rank() == 0,
                         recorded=(load_yaml(recorded) or {}) if args.resume and not args.eval_only
                         and os.path.isfile(recorded) else None,
@@ -145,10 +146,10 @@ def main(args: argparse.Namespace):
             cfg.MODEL.WEIGHTS
         checkpointer.load_for_evaluation(path)
         return Trainer.test(cfg, model)
-    if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, "last_checkpoint"))):
+    if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         # training starts at iteration 0: the per-iteration log of a run killed before its first checkpoint goes,
         # so the two runs' iterations do not mix in one training_log.json (the report plots it)
-        for name in ("training_log.json", "progress.json"):
+        for name in (TRAINING_LOG, PROGRESS):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(cfg.OUTPUT_DIR, name))
     trainer = Trainer(cfg)

@@ -5,7 +5,10 @@ Differences from DefaultTrainer (0.6), each for a reason:
 - the optimizer state is part of the checkpoint (0.6 loses SGD momentum on resume, detectron2 issue #4110);
 - DistributedDataParallel without `device_ids` on CPU (0.6 always passes a GPU id), so gloo runs work;
 - evaluation results go to OUTPUT_DIR/metrics.json; the per-iteration training log to training_log.json
-  (Detectron2 writes it to metrics.json), TensorBoard events beside them; a progress bar with ETA on rank 0.
+  (Detectron2 writes it to metrics.json), TensorBoard events beside them; a progress bar with ETA on rank 0;
+- metrics.json also records what a model-zoo table reports: inference seconds per image (the model's forward in
+  eval mode at the test loader's batch 1, loader excluded), peak training memory, parameters, and the device and
+  threads they were measured on (train s/iter comes from training_log.json, run_files reads it).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import sys
 import time
 import weakref
@@ -29,7 +33,7 @@ from detectron2.utils.logger import setup_logger
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
-from classification.engine.run_directory import FAILURE_FILE
+from classification.engine.run_files import FAILURE, METRICS, TRAINING_LOG
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
@@ -91,6 +95,54 @@ class FiniteWeightsGuard(hooks.HookBase):
                                      f"{bad[:3]}); not saving; the last good checkpoint is {last}")
 
 
+class ForwardTimer:
+    """Seconds spent in `model`'s forward calls (forward hooks; the loader and evaluator are outside them), the
+    first `warmup` calls left out as Detectron2's inference_on_dataset does for its own figure."""
+
+    def __init__(self, model: torch.nn.Module, warmup: int = 5):
+        self.model, self.warmup, self.calls, self.seconds, self._t0 = model, warmup, 0, 0.0, None
+
+    def __enter__(self):
+        def before(*_):
+            self._t0 = time.perf_counter()
+
+        def after(*_):
+            self.calls += 1
+            if self.calls > self.warmup:
+                self.seconds += time.perf_counter() - self._t0
+
+        self._hooks = [self.model.register_forward_pre_hook(before), self.model.register_forward_hook(after)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._hooks:
+            h.remove()
+
+    @property
+    def per_call(self) -> float | None:
+        timed = self.calls - self.warmup
+        return self.seconds / timed if timed > 0 else None
+
+
+def measured_on(cfg) -> dict:
+    """The device and threads a timing or memory figure was measured on (every such figure carries them)."""
+    device = str(cfg.MODEL.DEVICE)
+    if device.startswith("cuda") and torch.cuda.is_available():
+        device = f"{device} ({torch.cuda.get_device_name()})"
+    return {"device": device, "threads": torch.get_num_threads(), "processes": comm.get_world_size()}
+
+
+def peak_training_memory(cfg) -> dict:
+    """Peak memory of this process so far: torch.cuda.max_memory_allocated on a GPU (what mmdetection reports), the
+    process's peak resident set on a CPU (which counts the loader, Python and every buffer, so it is an upper
+    bound of the model's own)."""
+    if str(cfg.MODEL.DEVICE).startswith("cuda") and torch.cuda.is_available():
+        return {"peak_memory_mb": torch.cuda.max_memory_allocated() / 2**20,
+                "memory_measure": "torch.cuda.max_memory_allocated"}
+    return {"peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "memory_measure": "peak resident set of the training process"}
+
+
 def dataset_files(name: str) -> dict:
     """Where a registered dataset's annotations and images are (what a report needs to draw ground truth)."""
     from detectron2.data import MetadataCatalog
@@ -102,7 +154,7 @@ def dataset_files(name: str) -> dict:
 
 def write_metrics(output_dir: str, results: dict, extra: dict | None = None) -> str:
     """OUTPUT_DIR/metrics.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
-    path = os.path.join(output_dir, "metrics.json")
+    path = os.path.join(output_dir, METRICS)
     atomic_write_text(path, json.dumps({"evaluation": results, **(extra or {})}, indent=2, default=float))
     return path
 
@@ -140,7 +192,7 @@ class Trainer(DefaultTrainer):
         """Detectron2's training loop, with the outcome recorded: a run that raises (divergence, non-finite weights,
         a full disk at the final checkpoint, ...) leaves OUTPUT_DIR/failure.json naming the error and iteration --
         Detectron2 still runs the final evaluation in after_train, so metrics.json alone does not mean finished."""
-        failure = os.path.join(self.cfg.OUTPUT_DIR, FAILURE_FILE)
+        failure = os.path.join(self.cfg.OUTPUT_DIR, FAILURE)
         try:
             result = super().train()
         except BaseException as err:
@@ -197,7 +249,7 @@ class Trainer(DefaultTrainer):
     def build_writers(self):
         os.makedirs(self.cfg.OUTPUT_DIR, exist_ok=True)
         return [CommonMetricPrinter(self.max_iter),
-                JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, "training_log.json")),
+                JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAINING_LOG)),
                 TensorboardXWriter(self.cfg.OUTPUT_DIR)]
 
     @classmethod
@@ -212,14 +264,17 @@ class Trainer(DefaultTrainer):
         if evaluators is not None and len(evaluators) != len(cfg.DATASETS.TEST):
             raise ValueError(f"{len(evaluators)} evaluators for {len(cfg.DATASETS.TEST)} DATASETS.TEST entries")
         results: OrderedDict = OrderedDict()
-        timing, conventions = {}, {}
+        timing, conventions, inference = {}, {}, {}
         for i, name in enumerate(cfg.DATASETS.TEST):
             loader = cls.build_test_loader(cfg, name)
             evaluator = evaluators[i] if evaluators is not None else cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
-            results[name] = inference_on_dataset(model, loader, evaluator)
+            with ForwardTimer(model) as forward:
+                results[name] = inference_on_dataset(model, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
             conventions[name] = getattr(evaluator, "conventions", {})
+            inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - 5),
+                               "batch": 1}
         if comm.is_main_process():
             completed = None
             try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER ...
@@ -227,8 +282,12 @@ class Trainer(DefaultTrainer):
                 completed = min(get_event_storage().iter, cfg.SOLVER.MAX_ITER)
             except AssertionError:  # evaluation outside training (--eval-only)
                 pass
+            net = model.module if hasattr(model, "module") else model
+            train = {**peak_training_memory(cfg)} if completed is not None else {}
             write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
                           {"iterations_completed": completed, "eval_seconds": timing, "conventions": conventions,
+                           "inference": inference, "train": train, "measured_on": measured_on(cfg),
+                           "parameters": sum(p.numel() for p in net.parameters()),
                            "model": cfg.MODEL.BACKBONES.NAME, "weights": cfg.MODEL.WEIGHTS,
                            "datasets": {name: dataset_files(name) for name in cfg.DATASETS.TEST}})
         return results if len(results) > 1 else next(iter(results.values()), results)

@@ -14,7 +14,7 @@ from detectron2.layers import ShapeSpec
 from detectron2.modeling import BACKBONE_REGISTRY, Backbone
 from detectron2.modeling.backbone.fpn import FPN, LastLevelMaxPool
 
-from backbones import FeatureNet, create_model
+from backbones import FeatureNet, create_model, model_info
 from backbones.features import run_stages
 
 __all__ = ["BackboneSpec", "BackbonesTrunk", "backbone_spec_from_cfg", "build_backbones_model",
@@ -36,9 +36,10 @@ class BackboneSpec:
 def backbone_spec_from_cfg(cfg) -> BackboneSpec:
     b = cfg.MODEL.BACKBONES
     options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT, "width": b.WIDTH}
-    if b.NAME.startswith("vgg"):
+    info = model_info(b.NAME)
+    if info.family == "vgg":
         # vgg16 has no norm layers; vgg16_bn takes MODEL.BACKBONES.NORM for its BN layers.
-        options["norm"] = b.NORM if b.NAME.endswith("_bn") else ""
+        options["norm"] = b.NORM if info.normalized else ""
         options["dropout"] = b.FC_DROPOUT
     else:
         options.update(preact=b.PREACT, stride_in_1x1=b.STRIDE_IN_1X1)

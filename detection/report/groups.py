@@ -1,8 +1,9 @@
-"""Runs of one configuration that differ only in SEED form a group: mean, sample standard deviation and n.
+"""Runs of one configuration that differ only in SEED form a group: per metric its mean and spreads over the
+group's units (`comparison.Spread`), and comparisons between groups (`compare_groups` -> `comparison.Comparison`).
 
-Two runs belong together when their config.yaml files are identical after removing SEED and OUTPUT_DIR. A
-difference between two groups is called "within the seed spread" when it is no larger than the standard deviation
-of a difference of two single runs, sqrt(sd_a^2 + sd_b^2): a gap that size appears between reruns of one setting.
+Two runs belong together when their config.yaml files are identical after removing SEED and OUTPUT_DIR and they
+were evaluated on the same dataset files. A group's unit is the pretraining run when its runs start from more
+than one set of weights (detection seeds nest under each), else the single run: see comparison.py.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from .comparison import Comparison, Spread, compare, spread
 from .runs import RunResult
 
-__all__ = ["RunGroup", "group_runs", "config_key", "delta_with_spread", "spread_verdict", "differing_keys"]
+__all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "PRETRAINING_RUN", "RUN"]
 
 _IGNORED_KEYS = ("SEED", "OUTPUT_DIR")
 
@@ -31,16 +34,21 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
+PRETRAINING_RUN, RUN = "pretraining run", "run"  # what a group's unit is
+
+
 def config_key(run: RunResult) -> str:
+    """The configuration (SEED / OUTPUT_DIR aside) and the evaluated dataset's files: runs registered under one
+    dataset name but evaluated on different files are different experiments, not seeds of one."""
     flat = {k: v for k, v in _flatten(run.config).items() if k not in _IGNORED_KEYS}
-    return json.dumps(flat, sort_keys=True, default=str)
+    return json.dumps({"config": flat, "evaluated_on": run.dataset_files}, sort_keys=True, default=str)
 
 
 @dataclass
 class RunGroup:
     name: str
     runs: list[RunResult]
-    metrics: dict[str, tuple[float, float | None, int]] = field(default_factory=dict)  # key -> (mean, sd, n)
+    metrics: dict[str, Spread] = field(default_factory=dict)  # key -> mean and spreads over the finished runs
 
     @property
     def first(self) -> RunResult:
@@ -58,13 +66,32 @@ class RunGroup:
     def seeds(self) -> list[int | None]:
         return [r.seed for r in self.finished]
 
+    @property
+    def unit(self) -> str:
+        """PRETRAINING_RUN when the finished runs start from more than one set of weights, else RUN."""
+        return PRETRAINING_RUN if len({r.weights for r in self.finished}) > 1 else RUN
+
+    def unit_of(self, run: RunResult) -> str:
+        """The unit a run belongs to: its weights' run directory, or the run itself."""
+        return str(Path(run.weights).parent) if self.unit == PRETRAINING_RUN else run.path
+
+    def values(self, key: str) -> dict[str, list[float]]:
+        """unit -> the finite values of `key` of its finished runs."""
+        out: dict[str, list[float]] = {}
+        for r in self.finished:
+            v = r.metrics.get(key)
+            if v is not None and math.isfinite(v):
+                out.setdefault(self.unit_of(r), []).append(v)
+        return out
+
     def mean(self, key: str) -> float | None:
         m = self.metrics.get(key)
-        return None if m is None else m[0]
+        return None if m is None else m.mean
 
     def sd(self, key: str) -> float | None:
+        """The sd over all runs (what a plot's error bar shows); None with one run."""
         m = self.metrics.get(key)
-        return None if m is None else m[1]
+        return None if m is None else m.sd
 
     def per_category(self) -> dict[str, float]:
         cats = sorted({c for r in self.finished for c in r.per_category})
@@ -81,14 +108,11 @@ class RunGroup:
 
 
 def _aggregate(group: RunGroup) -> None:
-    finished = group.finished
-    keys = sorted({k for r in finished for k in r.metrics})
+    keys = sorted({k for r in group.finished for k in r.metrics})
     for k in keys:
-        vals = [r.metrics[k] for r in finished if k in r.metrics and not math.isnan(r.metrics[k])]
-        if not vals:
-            group.metrics[k] = (float("nan"), None, 0)
-            continue
-        group.metrics[k] = (statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else None, len(vals))
+        s = spread(group.values(k), group.unit)
+        if s is not None:
+            group.metrics[k] = s
 
 
 def _group_name(runs: list[RunResult]) -> str:
@@ -123,35 +147,9 @@ def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[R
     return out
 
 
-def delta_with_spread(a: RunGroup, b: RunGroup, key: str) -> tuple[float | None, str]:
-    """(mean_a - mean_b, verdict): "within seed spread", "beyond seed spread", or why no verdict exists."""
-    ma, mb = a.mean(key), b.mean(key)
-    if ma is None or mb is None or math.isnan(ma) or math.isnan(mb):
-        return None, ""
-    return ma - mb, spread_verdict(ma - mb, a.sd(key), b.sd(key))
-
-
-def difference_spread(sd_a: float | None, sd_b: float | None) -> float | None:
-    """sqrt(sd_a^2 + sd_b^2), the sd of a difference of two single runs; None when either sd is unknown (n=1)."""
-    return None if sd_a is None or sd_b is None else math.sqrt(sd_a**2 + sd_b**2)
-
-
-def spread_verdict(delta: float, sd_a: float | None, sd_b: float | None) -> str:
-    """"within / beyond seed spread (±s)", s = difference_spread(sd_a, sd_b)."""
-    spread = difference_spread(sd_a, sd_b)
-    if spread is None:
-        return "n=1: seed spread unknown"
-    return ("within seed spread" if abs(delta) <= spread else "beyond seed spread") + f" (±{spread:.2f})"
-
-
-def comparison(a: RunGroup, b: RunGroup, key: str) -> dict:
-    """a vs b on metric `key`, as numbers: {delta, spread, beyond_spread} (None where a value is unknown)."""
-    ma, mb = a.mean(key), b.mean(key)
-    if ma is None or mb is None or math.isnan(ma) or math.isnan(mb):
-        return {"metric": key, "versus": b.name, "delta": None, "spread": None, "beyond_spread": None}
-    spread = difference_spread(a.sd(key), b.sd(key))
-    return {"metric": key, "versus": b.name, "delta": ma - mb, "spread": spread,
-            "beyond_spread": None if spread is None else abs(ma - mb) > spread}
+def compare_groups(a: RunGroup, b: RunGroup, key: str) -> Comparison | None:
+    """a vs b on metric `key` (comparison.compare over each group's units); None where either has no value."""
+    return compare(key, a.name, a.values(key), a.unit, b.name, b.values(key), b.unit)
 
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:

@@ -14,7 +14,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from classification.engine.run_directory import FAILURE_FILE
+from classification.engine.run_files import (
+    CONFIG_JSON,
+    CONFIG_YAML,
+    FAILURE,
+    FINAL_CHECKPOINT,
+    METRICS,
+    TRAINING_LOG,
+    read_classification_run,
+    train_seconds_per_iteration,
+)
 
 from ..safe_yaml import ConfigFileError, load_yaml
 
@@ -67,6 +76,13 @@ class RunResult:
     dataset_files: dict = field(default_factory=dict)  # json_file / image_root of the evaluated dataset
     conventions: dict = field(default_factory=dict)  # how the evaluator scored (back end, difficult objects)
     gmacs: float | None = None
+    # what a model-zoo table reports, each measured by the run itself (detection.engine.trainer)
+    train_s_per_iter: float | None = None  # run_files.train_seconds_per_iteration
+    inference_s_per_image: float | None = None  # the model's forward in eval mode, batch 1, loader excluded
+    peak_memory_mb: float | None = None
+    memory_measure: str = ""
+    parameters: int | None = None
+    measured_on: dict = field(default_factory=dict)  # device, threads, processes
 
     @property
     def init(self) -> str:
@@ -114,21 +130,16 @@ def load_pretraining(weights: str) -> PretrainInfo | None:
     """The classification run that wrote `weights` (its config.json and metrics.json beside it), or None."""
     if not weights or "://" in weights:
         return None
-    run = Path(weights).parent
-    cfg, metrics = _read_json(run / "config.json"), _read_json(run / "metrics.json")
-    if not isinstance(cfg, dict) or not isinstance(metrics, dict):
+    run = read_classification_run(Path(weights).parent)
+    if not run.config or run.top1_error is None:
         return None
-    history = metrics.get("history") or {}
-    final = metrics.get("final") or {}
-    info = PretrainInfo(path=str(run), model=str(cfg.get("model", "?")),
+    cfg = run.config
+    return PretrainInfo(path=str(run.path), model=str(cfg.get("model", "?")),
                         width=float((cfg.get("model_options") or {}).get("width", 1.0)),
                         dataset=str(cfg.get("dataset", "?")), image_size=cfg.get("image_size"),
                         iterations=cfg.get("iterations"), batch_size=cfg.get("batch_size"), lr=cfg.get("lr"),
-                        images_seen=metrics.get("images_seen"), val_images=metrics.get("val_images"),
-                        seconds=metrics.get("seconds"), history=history)
-    if "top1" in final:
-        info.top1_error, info.top5_error = 100.0 - float(final["top1"]), 100.0 - float(final.get("top5", 0.0))
-    return info
+                        images_seen=run.images_seen, val_images=run.val_images, seconds=run.seconds,
+                        history=run.history, top1_error=run.top1_error, top5_error=run.top5_error)
 
 
 def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
@@ -139,7 +150,7 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     if not path.is_dir():
         run.status = "missing (no such directory)"
         return run
-    if not (path / "config.yaml").is_file() and (path / "config.json").is_file():
+    if not (path / CONFIG_YAML).is_file() and (path / CONFIG_JSON).is_file():
         run.status = ("a classification run (tools/train_cls.py), not a detection run: the report shows it as "
                       "the pretraining of the detectors whose MODEL.WEIGHTS it wrote")
         return run
@@ -164,13 +175,29 @@ def _finite_metrics(values: dict, source: str) -> dict[str, float]:
     return out
 
 
+def _finite(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _read_costs(run: RunResult, metrics: dict) -> None:
+    """The model-zoo columns of a run (absent in runs written before they were recorded: left None, never guessed)."""
+    run.train_s_per_iter, _ = train_seconds_per_iteration(run.train_log, run.iterations)
+    inference = (metrics.get("inference") or {}).get(run.dataset) or {}
+    run.inference_s_per_image = _finite(inference.get("s_per_image")) if isinstance(inference, dict) else None
+    train = metrics.get("train") if isinstance(metrics.get("train"), dict) else {}
+    run.peak_memory_mb, run.memory_measure = _finite(train.get("peak_memory_mb")), str(train.get("memory_measure", ""))
+    params = metrics.get("parameters")
+    run.parameters = params if isinstance(params, int) and not isinstance(params, bool) else None
+    run.measured_on = metrics.get("measured_on") if isinstance(metrics.get("measured_on"), dict) else {}
+
+
 def _load_run(path: Path, run: RunResult) -> RunResult:
     cfg = {}
-    if (path / "config.yaml").is_file():
+    if (path / CONFIG_YAML).is_file():
         try:
-            cfg = load_yaml(path / "config.yaml") or {}
+            cfg = load_yaml(path / CONFIG_YAML) or {}
         except (ConfigFileError, OSError) as err:
-            run.status = f"unreadable config.yaml ({str(err).splitlines()[0]})"
+            run.status = f"unreadable {CONFIG_YAML} ({str(err).splitlines()[0]})"
             return run
     run.config = cfg if isinstance(cfg, dict) else {}
     model = run.config.get("MODEL", {}) or {}
@@ -187,13 +214,13 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     tests = datasets.get("TEST", []) or []
     run.dataset = tests[0] if tests else ""
     run.train_datasets = tuple(datasets.get("TRAIN", []) or [])
-    run.train_log = _read_train_log(path / "training_log.json")
+    run.train_log = _read_train_log(path / TRAINING_LOG)
     log = path / "log.txt"
     if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace")[-20000:]:
         run.status = "crashed (see log.txt)"
-    metrics = _read_json(path / "metrics.json")
-    if metrics is None and (path / "metrics.json").is_file():
-        run.status = "corrupt metrics.json"
+    metrics = _read_json(path / METRICS)
+    if metrics is None and (path / METRICS).is_file():
+        run.status = f"corrupt {METRICS}"
         return run
     if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
         return run
@@ -201,6 +228,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     if run.dataset not in evaluation:
         run.dataset = next(iter(evaluation), run.dataset)
     run.dataset_files = (metrics.get("datasets") or {}).get(run.dataset, {})
+    _read_costs(run, metrics)
     run.conventions = (metrics.get("conventions") or {}).get(run.dataset, {}) or {}
     bbox = (evaluation.get(run.dataset) or {}).get("bbox", {})
     if not bbox:
@@ -208,15 +236,15 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
-    failure = _read_json(path / FAILURE_FILE)
+    failure = _read_json(path / FAILURE)
     completed = metrics.get("iterations_completed")
-    if failure is not None or (path / FAILURE_FILE).exists():  # the trainer's record of an exception
+    if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
         failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
         run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
         return run
-    if completed is not None and (completed != run.iterations or not (path / "model_final.pth").is_file()):
+    if completed is not None and (completed != run.iterations or not (path / FINAL_CHECKPOINT).is_file()):
         run.status = (f"incomplete: {completed} of {run.iterations} iterations"
-                      + ("" if (path / "model_final.pth").is_file() else ", no model_final.pth"))
+                      + ("" if (path / FINAL_CHECKPOINT).is_file() else f", no {FINAL_CHECKPOINT}"))
         return run
     run.status = "finished"
     if completed is not None:
@@ -224,10 +252,10 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS
-    run.metrics = _finite_metrics({k: bbox[k] for k in cols if k in bbox}, "metrics.json")
+    run.metrics = _finite_metrics({k: bbox[k] for k in cols if k in bbox}, METRICS)
     prefix = "AP50-" if voc else "AP-"
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
-        {k: v for k, v in bbox.items() if k.startswith(prefix)}, "metrics.json").items()}
+        {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
     inference = path / "inference" / run.dataset
     coco_eval = _read_json(inference / "coco_eval_bbox.json")
     voc_eval = _read_json(inference / "voc_eval_bbox.json")

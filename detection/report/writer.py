@@ -14,9 +14,10 @@ from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 
+from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
 
-from .groups import RunGroup, comparison, delta_with_spread, differing_keys, group_runs
+from .groups import RunGroup, compare_groups, differing_keys, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
@@ -59,8 +60,7 @@ def _fmt_stat(g: RunGroup, key: str) -> str:
     m = g.metrics.get(key)
     if m is None:
         return "—"
-    mean, sd, _ = m
-    return _fmt(mean) if sd is None else f"{_fmt(mean)} ± {_fmt(sd)}"
+    return _fmt(m.mean) if m.sd is None else f"{_fmt(m.mean)} ± {_fmt(m.sd)}"
 
 
 def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
@@ -80,13 +80,12 @@ def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
 def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None):
     cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
     main = "AP" if kind == "coco" else "AP50"
-    papers = {id(g): paper_reference(kind, g.first.backbone, g.first.width, g.first.train_datasets,
-                                     g.first.dataset) for g in groups}
-    with_paper = any(papers.values())
+    papers = {id(g): paper_reference(kind, g.first) for g in groups}  # (numbers, None) or (None, why not)
+    with_paper = any(ref for ref, _ in papers.values())
     controls = {id(g): _scratch_control(g, groups) for g in groups}
     with_control = any(controls.values())
     head = ["run", "backbone", "width", "init", "seeds", "dataset", "iterations", "GMACs (224²)", *cols,
-            f"Δ{main} vs {baseline.name if baseline else '—'}", "Δ vs seed spread"]
+            f"Δ{main} vs {baseline.name if baseline else '—'}", "95% CI, P(A>B), call"]
     if with_control:
         head += [f"Δ{main} vs scratch", "AP50 / scratch AP50"]
     if with_paper:
@@ -94,7 +93,8 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
     rows = []
     for g in groups:
         r = g.first
-        delta, verdict = (None, "") if baseline is None or g is baseline else delta_with_spread(g, baseline, main)
+        cmp = None if baseline is None or g is baseline else compare_groups(g, baseline, main)
+        delta, verdict = (None, "") if cmp is None else (cmp.delta, cmp.cell())
         row = [g.name, r.backbone, f"{r.width:g}", r.init, g.n or "—", r.dataset,
                r.iterations if r.iterations is not None else "—", _fmt(r.gmacs, 2),
                *[_fmt_stat(g, c) for c in cols], "baseline" if g is baseline else _fmt(delta, 2),
@@ -104,12 +104,12 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
             if ctrl is None:
                 row += ["—", "—"]
             else:
-                d, v = delta_with_spread(g, ctrl, main)
+                c = compare_groups(g, ctrl, main)
                 ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
                 ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs else "—"
-                row += [f"{_fmt(d, 2)} ({v})" if v else _fmt(d, 2), ratio]
+                row += ["—" if c is None else f"{_fmt(c.delta, 2)} ({c.cell()})", ratio]
         if with_paper:
-            paper = papers[id(g)]
+            paper = papers[id(g)][0]
             base = baseline.mean(main) if baseline is not None and g is not baseline else None
             rel = None if delta is None or not base else 100.0 * delta / base
             row += ["—" if rel is None else f"{rel:+.1f}%",
@@ -123,13 +123,14 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
             row += ["—", "—"] if with_paper else []
             rows.append(row)
     notes = []
+    design = ("the paper's own design: its backbone at full width (resnet101 as C4, vgg16 with its fc6/fc7 head), "
+              "its splits and input scale, the schedule and solver of its column, from the ImageNet model it used")
     if with_paper:
-        notes.append(f"Paper numbers: {PAPER_REFERENCE[kind]['condition']}; shown only for runs with those "
-                     "training/test splits and the paper's backbone at full width.")
+        notes.append(f"Paper numbers: {PAPER_REFERENCE[kind]['condition']}; shown only for runs of {design}.")
     else:
-        notes.append("No paper column: no run here was trained and tested on the paper's splits "
-                     f"({PAPER_REFERENCE[kind]['condition']}) with the paper's backbone at full width, so its "
-                     "numbers are not comparable with Tables 7/8.")
+        notes.append(f"No paper column: no run here is of {design} ({PAPER_REFERENCE[kind]['condition']}), so "
+                     "their numbers are not comparable with Tables 7/8.")
+    notes += [f"{g.name}: no paper number ({why})." for g in groups if (why := papers[id(g)][1])]
     return head, rows, notes
 
 
@@ -173,6 +174,51 @@ def _condition_notes(groups: list[RunGroup]) -> list[str]:
         else:
             notes.append("These configurations are identical apart from SEED and OUTPUT_DIR.")
     return notes
+
+
+def _with_interval(g: RunGroup, key: str) -> str:
+    """A group's mean with its 95% interval over its units ("69.5 [67.9, 71.1]"), or ± sd / the value alone."""
+    m = g.metrics.get(key)
+    if m is None:
+        return "—"
+    if m.interval is not None:
+        return f"{_fmt(m.mean)} [{_fmt(m.interval[0])}, {_fmt(m.interval[1])}]"
+    return _fmt(m.mean) if m.sd is None else f"{_fmt(m.mean)} ± {_fmt(m.sd)}"
+
+
+def _mean_of(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _measured_on(g: RunGroup) -> str:
+    """Where the group's times and memory were measured ("cpu, 1 thread"; several when its runs differ)."""
+    where = sorted({f"{m.get('device', '?')}, {m.get('threads', '?')} thread(s)"
+                    + (f" x {m['processes']} processes" if (m.get("processes") or 1) > 1 else "")
+                    for r in g.finished if (m := r.measured_on)})
+    return "; ".join(where) or "not recorded"
+
+
+def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]]:
+    """Detectron2 MODEL_ZOO.md's columns per group: train s/iter, inference s/im, train memory, then box AP with
+    its 95% interval over the group's units; each timing with the device and threads it was measured on."""
+    cols = cols_of(kind)
+    head = ["run", "backbone", "init", "n", "train s/iter", "inference s/im", "train mem (MB)", "params (M)",
+            "GMACs (224²)", *cols, "measured on"]
+    rows = []
+    for g in groups:
+        if not g.n:
+            continue
+        f = g.finished
+        params = _mean_of([r.parameters for r in f])
+        units = len({g.unit_of(r) for r in f})
+        n = f"{units} x {g.n // units}" if units != g.n else str(g.n)  # pretraining runs x detection runs
+        rows.append([g.name, g.first.backbone, g.first.init, n, _fmt(_mean_of([r.train_s_per_iter for r in f]), 3),
+                     _fmt(_mean_of([r.inference_s_per_image for r in f]), 3),
+                     _fmt(_mean_of([r.peak_memory_mb for r in f]), 0),
+                     _fmt(None if params is None else params / 1e6, 1), _fmt(g.first.gmacs, 2),
+                     *[_with_interval(g, c) for c in cols], _measured_on(g)])
+    return head, rows
 
 
 def cols_of(kind: str) -> tuple[str, ...]:
@@ -220,9 +266,18 @@ def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
             raise ValueError(f"--baseline {baseline!r} is ambiguous: {len(found)} runs of different configurations "
                              "have that name; give them distinct --names")
         return found[0]
-    vgg = [g for g in group if g.n and g.first.backbone.startswith("vgg16")]
+    vgg = [g for g in group if g.n and _is_vgg16(g.first.backbone)]
     return next((g for g in vgg if g.first.init == "pretrained"), None) or next(iter(vgg), None) or \
         next((g for g in group if g.n), None)
+
+
+def _is_vgg16(backbone: str) -> bool:
+    """VGG-16 with or without BN: the paper's baseline trunk (an unknown name, e.g. "?" of a broken run, is not)."""
+    try:
+        info = model_info(backbone)
+    except ValueError:
+        return False
+    return info.family == "vgg" and info.depth == 16
 
 
 def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], list[str]]:
@@ -293,15 +348,32 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         r.gmacs = run_gmacs(r.config)
     labels = groups
     groups = group_runs(runs, labels)
-    sections_md, sections_html, table_json = [], [], {}
+    sections_md, sections_html, table_json, zoo_json = [], [], {}, {}
     kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or ["coco"]
     csv_rows = []
+    for kind in kinds:  # the headline: one row per group, the columns a model-zoo reader knows
+        head, rows = _zoo_table([g for g in groups if g.first.kind == kind], kind)
+        if rows:
+            text = ("n: runs (pretraining runs x detection runs where a group's runs start from several). Box AP: "
+                    "mean [95% interval over the group's units] (± sd where one unit). Train s/iter: mean of the "
+                    "logged iteration times over iterations 100-500, or the middle 80% of shorter runs; inference "
+                    "s/im: the model's forward in eval mode at batch 1, loader excluded; train mem: "
+                    f"{next((r.memory_measure for g in groups for r in g.finished if r.memory_measure), '—')}.")
+            label = "Results" + ("" if len(kinds) == 1 else f" ({kind.upper()})")
+            sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
+            sections_html.append(f"<h2>{label}</h2>{_html_table(head, rows)}<p>{html.escape(text)}</p>")
+            zoo_json[kind] = {"columns": head, "rows": rows}
+            csv_rows += [["table", *head]] + [[f"{kind}_zoo", *row] for row in rows]
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
         head, rows, table_notes = _table(group, kind, base, chance)
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
-        text = " ".join(table_notes) + " Where n > 1: mean ± sample standard deviation over seeds."
+        text = " ".join(table_notes) + (
+            " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "
+            "(Welch's t over each group's units: the pretraining runs when a group's runs start from several, else "
+            "the runs), P(A>B) = the chance that a run of A beats a run of B; a call only when the interval "
+            "excludes 0.")
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
         comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
@@ -311,8 +383,9 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         table_json[kind] = {
             "columns": head, "rows": rows, "baseline": base.name if base else None,
             # the table's comparisons as numbers, for programs (the rows above are formatted for reading)
-            "comparisons": [{"group": g.name, **comparison(g, other, main)} for g in group
-                            for other in (base, _scratch_control(g, group)) if other is not None and other is not g]}
+            "comparisons": [{**asdict(c), "call": c.call} for g in group for other in (base, _scratch_control(g, group))
+                            if other is not None and other is not g
+                            for c in [compare_groups(g, other, main)] if c is not None]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     conditions = _condition_notes(groups)
     sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {_md(n)}\n" for n in conditions))
@@ -359,10 +432,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")
     atomic_write_text(paths["json"], strict_json({
-        "tables": table_json, "conditions": conditions, "chance": chance or {},
+        "results": zoo_json, "tables": table_json, "conditions": conditions, "chance": chance or {},
         "groups": [{"name": g.name, "runs": [r.name for r in g.runs], "backbone": g.first.backbone,
                     "width": g.first.width, "init": g.first.init, "n": g.n, "seeds": g.seeds,
-                    "metrics": {k: {"mean": m[0], "sd": m[1], "n": m[2]} for k, m in g.metrics.items()}}
+                    "unit": g.unit, "metrics": {k: asdict(m) for k, m in g.metrics.items()}}
                    for g in groups],
         "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],
         "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs],

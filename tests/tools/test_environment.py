@@ -10,9 +10,8 @@ import pytest
 import torch
 
 import detection  # noqa: F401  (installs the _C shim)
+from conftest import REPO
 from detection import compat
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _load_tool(name):

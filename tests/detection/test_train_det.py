@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import det_args, run_tool
+from detection.report import load_run
 
 pytestmark = pytest.mark.slow  # every test here runs the tools end to end
 
@@ -26,6 +27,12 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     bbox = metrics["evaluation"]["tiny_val"]["bbox"]
     assert set(bbox) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR100"} and metrics["iterations_completed"] == 4
     assert (out / "inference" / "tiny_val" / "coco_eval_bbox.json").is_file()
+    # the model-zoo columns, each measured by the run and read back by the one run reader
+    assert metrics["measured_on"] == {"device": "cpu", "threads": 1, "processes": 1}
+    assert metrics["inference"]["tiny_val"]["s_per_image"] > 0 and metrics["inference"]["tiny_val"]["images_timed"] == 3
+    assert metrics["train"]["peak_memory_mb"] > 100 and metrics["parameters"] > 1e5
+    run = load_run(out)
+    assert run.train_s_per_iter > 0 and run.inference_s_per_image == metrics["inference"]["tiny_val"]["s_per_image"]
     assert "train:" in proc.stderr  # the progress bar
     ckpt = torch.load(out / "model_final.pth", weights_only=True)
     assert ckpt["trainer"]["_trainer"]["optimizer"]["state"]  # SGD momentum is checkpointed (D2 0.6 lost it)

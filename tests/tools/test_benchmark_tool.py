@@ -1,28 +1,27 @@
-"""tools/benchmark.py (detection.benchmarks): the statistics behind every figure it prints, and one real (cheap)
-section end to end."""
+"""tools/benchmark.py (the tools/benchmarks package): the statistics behind every figure it prints, and one real
+(cheap) section end to end."""
 
 import json
 
 import pytest
 
+from benchmarks import stats, vs_commit
 from conftest import run_tool
-from detection import benchmarks as benchmark
 
 
 def test_verdicts_need_the_whole_interval_on_one_side_of_one():
-    faster = benchmark.ratio_stats([2.0, 2.1, 1.9, 2.05, 2.0, 1.95, 2.02], [1.0] * 7)
+    faster = stats.ratio_stats([2.0, 2.1, 1.9, 2.05, 2.0, 1.95, 2.02], [1.0] * 7)
     assert faster["verdict"] == "faster" and faster["ratio"] == pytest.approx(2.0, rel=0.03)
     assert faster["ci95"][0] > 1.0 and faster["rounds"] == 7
-    slower = benchmark.ratio_stats([1.0] * 7, [1.5, 1.6, 1.4, 1.55, 1.5, 1.45, 1.52])
+    slower = stats.ratio_stats([1.0] * 7, [1.5, 1.6, 1.4, 1.55, 1.5, 1.45, 1.52])
     assert slower["verdict"] == "slower" and slower["ci95"][1] < 1.0
-    noisy = benchmark.ratio_stats([0.8, 1.3, 0.9, 1.2, 1.0, 1.25, 0.85], [1.0] * 7)
+    noisy = stats.ratio_stats([0.8, 1.3, 0.9, 1.2, 1.0, 1.25, 0.85], [1.0] * 7)
     assert noisy["verdict"].startswith("parity") and noisy["ci95"][0] < 1.0 < noisy["ci95"][1]
 
 
 def test_alternate_times_every_side_each_round_in_alternating_order():
     calls = []
-    times = benchmark.alternate({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3,
-                                warmup=1)
+    times = stats.alternate({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3, warmup=1)
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"] and [len(v) for v in times.values()] == [3, 3]
 
 
@@ -40,42 +39,40 @@ def test_peak_section_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
-def test_detect_vs_commit_trains_each_tree_in_its_own_worker(tmp_path, monkeypatch):
+def test_detect_vs_commit_trains_each_tree_in_its_own_worker(tmp_path, monkeypatch, repo_root):
     """The earlier side is the commit's own code: extracted from git, run in a worker that imports that tree's
     packages (refused otherwise) on that tree's embedded data (checked equal to ours)."""
     from detection.engine.code_version import code_version
 
     monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path / "datasets"))  # the current side's data
-    res = benchmark.bench_main_job_detect_vs_commit(3, iterations=1, commit="HEAD", legs=("vgg16_bn_pretrained",),
+    res = vs_commit.bench_main_job_detect_vs_commit(3, iterations=1, commit="HEAD", legs=("vgg16_bn_pretrained",),
                                                     work_dir=tmp_path)
-    head = code_version(benchmark.REPO)["commit"]
+    head = code_version(repo_root)["commit"]
     assert res["baseline_commit"] == head and (tmp_path / "trees" / head / ".extracted").is_file()
     assert list(res) == ["conditions", "baseline_commit", "current", "vgg16_bn_pretrained"]
     row = res["vgg16_bn_pretrained"]
     assert row["rounds"] == 9 and row["ratio"] > 0 and row["ms_per_iteration_baseline"] > 0
     assert row["sides"]["baseline"]["optimizer"] == row["sides"]["current"]["optimizer"]  # HEAD vs this tree
     assert (tmp_path / "trees" / head / "datasets" / "embedded" / "manifest.json").is_file()  # its own data
-    again = benchmark.bench_main_job_detect_vs_commit(3, commit="no-such-commit", work_dir=tmp_path)
+    again = vs_commit.bench_main_job_detect_vs_commit(3, commit="no-such-commit", work_dir=tmp_path)
     assert "no-such-commit" in again["error"] and "not a commit" in again["error"]
 
 
-def test_a_worker_that_imports_another_trees_code_is_refused(tmp_path):
-    from detection.benchmark_workers import LegWorker
-
+def test_a_worker_that_imports_another_trees_code_is_refused(tmp_path, repo_root):
     tree = tmp_path / "tree"  # configs but no `detection` package: the worker finds the installed one instead
     tree.mkdir()
-    (tree / "configs").symlink_to(benchmark.REPO / "configs")
+    (tree / "configs").symlink_to(repo_root / "configs")
     with pytest.raises(RuntimeError, match="imported detection from"):
-        LegWorker(tree, "vgg16_bn", ["configs/COCO-Detection/faster_rcnn_vgg16.yaml",
-                                     "configs/Embedded-Detection/smoke.yaml"], False, 1, 1, tmp_path / "worker.log")
+        vs_commit.LegWorker(tree, "vgg16_bn", ["configs/COCO-Detection/faster_rcnn_vgg16.yaml",
+                                               "configs/Embedded-Detection/smoke.yaml"], False, 1, 1,
+                            tmp_path / "worker.log")
 
 
 def test_training_data_digest_tells_other_data_apart(tmp_path):
-    from detection.benchmark_workers import training_data_digest
     from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
 
     spec = {"num_train": 4, "num_val": 2, "num_holdout": 1, "image_size": 64, "min_object": 16, "max_object": 32}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         generate_embedded_dataset(tmp_path / name, EmbeddedSpec(**spec, seed=seed))
-    digests = {name: training_data_digest(tmp_path / name) for name in "abc"}
+    digests = {name: vs_commit.training_data_digest(tmp_path / name) for name in "abc"}
     assert digests["a"] == digests["b"] != digests["c"]

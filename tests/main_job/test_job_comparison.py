@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import run_tool
-from detection.engine.job_comparison import compare_jobs, comparison_lines
+from detection.main_job.compare import compare_jobs, comparison_lines
 
 
 def _stage(job, name, argv, threads, metrics):
@@ -33,12 +33,16 @@ def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.
 
 
 def _groups(r101, vgg, sd):
-    return {"resnet101_pretrained": {"stats": {"AP50": {"mean": r101, "sd": sd, "n": 4}}},
-            "vgg16_bn_pretrained": {"stats": {"AP50": {"mean": vgg, "sd": sd, "n": 4}}}}
+    """results.json's groups: each group's AP50 per pretraining run (two runs of mean m, sd `sd` between them)."""
+    def values(m):
+        return {"p0": [m + sd / 2 ** 0.5], "p1": [m - sd / 2 ** 0.5]}
+
+    return [{"name": name, "unit": "pretraining run", "values": {"AP50": values(m)}}
+            for name, m in (("resnet101_pretrained", r101), ("vgg16_bn_pretrained", vgg))]
 
 
 def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_path):
-    a = _job(tmp_path / "a", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 1.0))
+    a = _job(tmp_path / "a", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 0.2))
     b = _job(tmp_path / "b", "/scratch/y/clone", 2, r101_iters="6400", r101_ap50=93.0, vgg_ap50=94.0,
              pre_top1=79.5, groups=_groups(93.5, 94.0, 1.0))
     _stage(b, "detect/resnet101_scratch_d0", ["tools/train_det.py"], 2, "{not json")  # only in B
@@ -58,9 +62,11 @@ def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_
     assert ("detect/vgg16_bn_p0_d0", "APl") not in rows  # NaN: undefined, not compared
     # the run with other settings (+3 AP50) is not counted as movement
     assert cmp["moved"]["AP50"] == {"mean_abs_diff": pytest.approx(1.0), "max_abs_diff": pytest.approx(1.0), "n": 1}
-    (v,) = cmp["verdicts"]
-    assert v["A"]["call"] == "vgg16_bn_pretrained ahead" and v["A"]["spread"] == pytest.approx(2 ** 0.5)
-    assert v["B"]["call"] == "no call (within the spread)" and not v["same_call"]
+    (v,) = cmp["verdicts"]  # recomputed from each job's per-pretraining-run values with comparison.compare
+    # 2 units a side with sd 0.2 between them: se = sqrt(0.2²/2 + 0.2²/2) = 0.2, Welch df 2, t(0.975, 2) = 4.3027
+    assert v["A"]["call"] == "vgg16_bn_pretrained" and v["A"]["delta"] == pytest.approx(-5.0)
+    assert v["A"]["interval"] == pytest.approx([-5.0 - 4.3027 * 0.2, -5.0 + 4.3027 * 0.2], abs=1e-3)
+    assert v["B"]["call"] is None and "no call: the interval includes 0" in v["B"]["text"] and not v["same_call"]
     text = "\n".join(comparison_lines(cmp))
     assert "NOT the same call" in text and "(other settings)" in text and "only in B (not compared)" in text
     same = compare_jobs(a, a)

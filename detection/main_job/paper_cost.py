@@ -47,8 +47,9 @@ class PaperCost:
 
 def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) -> PaperCost:
     """The estimate for one backbone whose paper detection config is `config_file` (at full width)."""
-    from backbones import complexity, create_model
-    from detection.config import get_detection_cfg
+    from backbones import complexity, create_model, model_info
+
+    from ..config import get_detection_cfg
 
     if not tflops > 0:
         raise ValueError(f"tflops must be positive, got {tflops!r}")
@@ -58,7 +59,8 @@ def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) 
     at_224 = complexity(model, (3, 224, 224))
     full = complexity(model, (3, *DETECTION_IMAGE))
     rois = cfg.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE
-    if backbone.startswith("vgg"):  # conv1-conv5 on the image; fc6/fc7 on each 7x7 RoI (= their cost at 224)
+    if model_info(backbone).detection_design == "vgg_fc":  # conv1-conv5 on the image; fc6/fc7 on each 7x7 RoI
+        #                                                     (= their cost at 224)
         head = {"fc6", "fc7"}
     else:  # C4: stem-res4 on the image; res5 on each 14x14 RoI (= res5's cost at 224, where res4 is 14x14)
         head = {"res5"}

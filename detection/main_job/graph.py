@@ -18,15 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
-from classification.engine.run_directory import FAILURE_FILE, prune_intermediate_checkpoints
+from classification.engine.progress import read_progress
+from classification.engine.run_directory import prune_intermediate_checkpoints
+from classification.engine.run_files import (
+    FINAL_CHECKPOINT,
+    LAST_CHECKPOINT,
+    STAGE_LOG,
+    STAGE_RECORD,
+    RunFileError,
+    detection_run_finished,
+    read_classification_run,
+    read_json,
+)
 
-from .code_version import code_version
+from ..engine.code_version import code_version
+from .plan import Stage
+from .project import project_files
 
-__all__ = ["JobStage", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
-           "STAGE_FILE", "REPO", "STOP_REQUESTED"]
-
-REPO = Path(__file__).resolve().parents[2]
-STAGE_FILE = "main_job_stage.json"
+__all__ = ["StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
+           "StageRecord", "read_stage_record", "stage_done", "STOP_REQUESTED"]
 
 # Set by the main job's SIGINT / SIGTERM handler before it raises KeyboardInterrupt. Python swallows an exception
 # raised while it runs a fork hook ("Exception ignored in ... _releaseLock"): a signal that lands while Popen starts
@@ -34,84 +44,70 @@ STAGE_FILE = "main_job_stage.json"
 STOP_REQUESTED = threading.Event()
 
 
-@dataclass
-class JobStage:
-    title: str
-    out: Path
-    argv: list[str]  # a tool's command line, run with this interpreter
-    kind: str  # "pretrain" or "detect"
-    model: str
-    init: str  # "pretrained" / "scratch" (detect), "" (pretrain)
-    iterations: int
-    group: str = ""  # the report group of a detection stage
-    deps: list[Path] = field(default_factory=list)  # stage directories that must be finished first
-    pretrain_seed: int | None = None
-    detect_seed: int | None = None
+def stage_done(stage: Stage) -> bool:
+    """Finished = the tool's final checkpoint and its evaluation exist (run_files says what that is per tool)."""
+    if stage.kind == "pretrain":
+        return read_classification_run(stage.out).finished
+    return detection_run_finished(stage.out, stage.iterations)
 
-    @property
-    def rate_key(self) -> tuple[str, str, str]:
-        return self.kind, self.model, self.init
 
-    def done(self) -> bool:
-        """Finished = the final checkpoint and its evaluation exist (metrics.json is also written by a failed
-        evaluation of a finished run, so both are required)."""
-        final = (self.out / "model_final.pth").is_file() and not (self.out / FAILURE_FILE).exists()
-        try:
-            m = json.loads((self.out / "metrics.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            return False
-        if self.kind == "pretrain":
-            return final and bool(m.get("final"))
-        return final and m.get("iterations_completed") == self.iterations and "evaluation" in m
+@dataclass(frozen=True)
+class StageRecord:
+    """main_job_stage.json: the command a stage ran, its thread count, and every code version that ran it."""
+
+    argv: list[str] | None
+    threads: int | None
+    code: list[dict] = field(default_factory=list)  # oldest first; [] where the record predates them
+
+
+def read_stage_record(out: Path) -> StageRecord | None:
+    """The stage directory's record; None without a readable one."""
+    try:
+        rec = read_json(Path(out) / STAGE_RECORD)
+    except RunFileError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    argv, threads, code = rec.get("argv"), rec.get("threads"), rec.get("code")
+    return StageRecord([str(a) for a in argv] if isinstance(argv, list) else None,
+                       threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
+                       [v for v in code if isinstance(v, dict)] if isinstance(code, list) else [])
 
 
 class StageConflict(RuntimeError):
     """A stage directory holds a run made with other settings."""
 
 
-def _record(stage: JobStage, threads: int) -> dict:
-    """What must match for a stage directory to be reused or resumed: the command and the thread count."""
-    return {"argv": stage.argv, "threads": threads}
-
-
-def _read_record(stage: JobStage) -> dict | None:
-    try:
-        rec = json.loads((stage.out / STAGE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return rec if isinstance(rec, dict) else None
-
-
-def _write_record(stage: JobStage, threads: int, code: dict) -> None:
+def _write_record(stage: Stage, threads: int, code: dict) -> None:
     """The record, plus every code version that ran the stage (a resume at another commit appends one); the code
     version is provenance, not a setting: resuming at a new commit is allowed, and compare_jobs reports it."""
-    before = _read_record(stage) or {}
-    versions = [v for v in before.get("code", []) if isinstance(v, dict)] if before.get("argv") == stage.argv else []
+    before = read_stage_record(stage.out)
+    versions = list(before.code) if before is not None and before.argv == stage.argv else []
     if not versions or versions[-1] != code:
         versions.append(code)
-    atomic_write_text(stage.out / STAGE_FILE, json.dumps({**_record(stage, threads), "code": versions}, indent=1))
+    atomic_write_text(stage.out / STAGE_RECORD,
+                      json.dumps({"argv": stage.argv, "threads": threads, "code": versions}, indent=1))
 
 
-def _check_stage(stage: JobStage, threads: int) -> bool:
-    """True if the stage is finished with these settings; raises StageConflict if its directory holds another's."""
+def _check_stage(stage: Stage, threads: int) -> bool:
+    """True if the stage is finished with these settings (what must match for a stage directory to be reused or
+    resumed: the command and the thread count); raises StageConflict if its directory holds another's."""
     if not stage.out.exists():
         return False
-    before = _read_record(stage)
-    if before is not None:
-        before = {k: before.get(k) for k in _record(stage, threads)}
-    if before != _record(stage, threads):
-        what = "another thread count" if isinstance(before, dict) and before.get("argv") == stage.argv else \
+    before = read_stage_record(stage.out)
+    if before is None or (before.argv, before.threads) != (stage.argv, threads):
+        what = "another thread count" if before is not None and before.argv == stage.argv else \
             "other settings (or not by the main job)"
         raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
                             "--output-dir")
-    return stage.done()
+    return stage_done(stage)
 
 
 def prune_checkpoints(out: Path) -> int:
     """After a stage finished: delete its intermediate checkpoints (only model_final.pth is read later); bytes."""
-    last = out / "last_checkpoint"
+    last = out / LAST_CHECKPOINT
     if last.is_file():  # both trainers already name model_final.pth at the end; never leave it naming a deleted file
-        atomic_write_text(last, "model_final.pth")
+        atomic_write_text(last, FINAL_CHECKPOINT)
     return prune_intermediate_checkpoints(out, keep=0)
 
 
@@ -125,9 +121,7 @@ class Estimator:
         self.measured: dict[tuple, list[float]] = {}
         self.overhead: list[float] = []
 
-    def observe(self, stage: JobStage, wall: float | None = None) -> None:
-        from classification.engine.progress import read_progress
-
+    def observe(self, stage: Stage, wall: float | None = None) -> None:
         prog = read_progress(stage.out)
         if prog and prog["iteration"] > prog["start_iteration"]:
             rate = prog["seconds"] / (prog["iteration"] - prog["start_iteration"])
@@ -135,17 +129,15 @@ class Estimator:
             if wall is not None and prog["start_iteration"] == 1:
                 self.overhead.append(max(0.0, wall - rate * stage.iterations))
 
-    def rate(self, stage: JobStage) -> float:
+    def rate(self, stage: Stage) -> float:
         m = self.measured.get(stage.rate_key)
         return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
 
-    def stage_seconds(self, stage: JobStage, done_fraction: float = 0.0) -> float:
+    def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
         over = statistics.median(self.overhead) if self.overhead else 15.0
         return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
 
-    def remaining_minutes(self, pending: list[JobStage], running: list[JobStage]) -> float:
-        from classification.engine.progress import read_progress
-
+    def remaining_minutes(self, pending: list[Stage], running: list[Stage]) -> float:
         total = sum(self.stage_seconds(s) for s in pending)
         for s in running:
             prog = read_progress(s.out)
@@ -171,16 +163,17 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join("    " + ln for ln in lines[-n:])
 
 
-def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
+def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
     """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
     naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
     finished = {s.out for s in stages if _check_stage(s, threads)}
-    code = code_version(REPO)
+    root = project_files().root
+    code = code_version(root)
     for s in stages:
         if s.out in finished:
             log(f"[main job] reused: {s.title} ({s.out})")
     pending = [s for s in stages if s.out not in finished]
-    running: dict[Path, tuple[JobStage, subprocess.Popen, float, object]] = {}
+    running: dict[Path, tuple[Stage, subprocess.Popen, float, object]] = {}
     failed: list[str] = []
     last_report = 0.0
     try:
@@ -195,13 +188,13 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 pending.remove(s)
                 s.out.mkdir(parents=True, exist_ok=True)
                 _write_record(s, threads, code)
-                resume = ["--resume"] if (s.out / "last_checkpoint").is_file() else []
-                logf = open(s.out / "stage.log", "a")
-                proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=REPO,
+                resume = ["--resume"] if (s.out / LAST_CHECKPOINT).is_file() else []
+                logf = open(s.out / STAGE_LOG, "a")
+                proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root,
                                         env=_stage_env(threads), stdout=logf, stderr=subprocess.STDOUT,
                                         start_new_session=True, preexec_fn=_default_sigint)
                 running[s.out] = (s, proc, time.time(), logf)
-                log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / 'stage.log'})")
+                log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / STAGE_LOG})")
             time.sleep(0.5)
             if STOP_REQUESTED.is_set():
                 raise KeyboardInterrupt("stop requested")
@@ -213,7 +206,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                 logf.close()
                 del running[key]
                 wall = time.time() - t0
-                if rc == 0 and s.done():
+                if rc == 0 and stage_done(s):
                     estimator.observe(s, wall)
                     freed = prune_checkpoints(s.out)
                     finished.add(s.out)
@@ -221,7 +214,7 @@ def run_graph(stages: list[JobStage], jobs: int, threads: int, estimator: Estima
                         + (f" (removed {freed / 2**20:.0f} MiB of intermediate checkpoints)" if freed else ""))
                 else:
                     why = f"exit {rc}" if rc else "it exited 0 without its final checkpoint and evaluation"
-                    failed.append(f"{s.title} ({why}); log {s.out / 'stage.log'}:\n{_tail(s.out / 'stage.log')}")
+                    failed.append(f"{s.title} ({why}); log {s.out / STAGE_LOG}:\n{_tail(s.out / STAGE_LOG)}")
             if running and time.time() - last_report > 60:
                 last_report = time.time()
                 log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
@@ -260,15 +253,16 @@ class StageCommand:
     appended to the stage's stage.log. On USR2 (preemption, time limit) submitit calls checkpoint(): the job is
     requeued and the tool resumes from its last checkpoint; the tool itself ignores USR2 meanwhile."""
 
-    def __init__(self, argv: list[str], log: Path, threads: int, resume: bool = True):
+    def __init__(self, argv: list[str], log: Path, threads: int, resume: bool = True, cwd: Path | None = None):
         self.argv, self.log, self.threads, self.resume = argv, log, threads, resume
+        self.cwd = cwd or project_files().root  # resolved where the job is submitted, not on the node
 
     def __call__(self) -> int:
         from classification.engine.slurm import ignore_preemption_signal
 
         with open(self.log, "a") as logf:
             rc = subprocess.call([sys.executable, self.argv[0], *(["--resume"] if self.resume else []),
-                                  *self.argv[1:]], cwd=REPO,
+                                  *self.argv[1:]], cwd=self.cwd,
                                  env=_stage_env(self.threads), stdout=logf, stderr=subprocess.STDOUT,
                                  preexec_fn=ignore_preemption_signal)
         if rc:  # a failed job: its dependants (afterok) never start
@@ -278,10 +272,11 @@ class StageCommand:
     def checkpoint(self):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(StageCommand(self.argv, self.log, self.threads, self.resume))
+        return submitit.helpers.DelayedSubmission(StageCommand(self.argv, self.log, self.threads, self.resume,
+                                                               self.cwd))
 
 
-def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: list[str] | None = None,
+def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list[str] | None = None,
                  partition: str | None = None, timeout_min: int = 240, gpus: int = 0, log=print) -> dict[str, str]:
     """Submit every unfinished stage as its own Slurm job (submitit), after the jobs of its unfinished dependencies
     (`--dependency afterok`), and `final` (a tool's argv: the report) after all of them. Finished stages are
@@ -291,7 +286,7 @@ def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: l
     from classification.engine.slurm import check_request, partition_limits
 
     finished = {s.out for s in stages if _check_stage(s, threads)}
-    code = code_version(REPO)
+    code = code_version(project_files().root)
     limits = partition_limits(partition)
     if limits is not None:
         check_request(limits, 1, threads, gpus)
@@ -314,9 +309,9 @@ def submit_graph(stages: list[JobStage], threads: int, folder: Path, *, final: l
             continue
         s.out.mkdir(parents=True, exist_ok=True)
         _write_record(s, threads, code)
-        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / "stage.log", threads),
+        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / STAGE_LOG, threads),
                              [jobs[d] for d in s.deps if d in jobs])
-        log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / 'stage.log'})")
+        log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / STAGE_LOG})")
     ids = {str(k): v for k, v in jobs.items()}
     if final is not None:
         ids["report"] = submit("main_job-report", StageCommand(final, folder / "report.log", threads, resume=False),

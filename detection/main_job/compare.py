@@ -5,19 +5,23 @@ The stages are matched by name (pretrain/<net>_p<seed>, detect/<leg>); their com
 machine-specific parts (where the repository and the output directory are) removed, so a difference in settings
 is named rather than passed off as noise -- and so is every stage that starts from one (a detection leg from a
 pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from
-each job's results.json with the job's own rule: a difference is called only beyond the spread of both groups
-(report.groups.difference_spread).
+each job's results.json (its per-unit values) with the one statistic every comparison uses
+(report.comparison.compare): a call only when the 95% interval over the pretraining runs excludes 0.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-import math
 import statistics
+from dataclasses import asdict
 from pathlib import Path
 
-from .code_version import describe_versions
+from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileError, read_classification_run, read_json
+
+from ..engine.code_version import describe_versions
+from ..report.comparison import compare
+from ..report.runs import load_run
+from .graph import StageRecord, read_stage_record
 
 __all__ = ["compare_jobs", "comparison_lines"]
 
@@ -25,23 +29,22 @@ PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 ac
 DETECT_METRICS = ("AP50", "AP")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except OSError as err:
-        raise OSError(f"{path}: cannot read it ({err.strerror or err})") from None
-    except ValueError as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
-
-
 def _job_dir(path) -> Path:
     job = Path(path)
     if not job.is_dir():
         raise FileNotFoundError(f"{job}: no such directory")
-    if not (job / "results.json").is_file() or not any((job / d).is_dir() for d in ("pretrain", "detect")):
+    if not (job / JOB_RESULTS).is_file() or not any((job / d).is_dir() for d in ("pretrain", "detect")):
         raise ValueError(f"{job}: not the output of a finished main job (tools/main_job.py --output-dir): "
-                         "it needs results.json and pretrain/ or detect/")
+                         f"it needs {JOB_RESULTS} and pretrain/ or detect/")
     return job
+
+
+def _results(job: Path) -> dict:
+    res = read_json(job / JOB_RESULTS)
+    if not isinstance(res, dict) or not isinstance(res.get("groups"), list):
+        raise RunFileError(f"{job / JOB_RESULTS}: not the results of this version of the main job (no list of "
+                           "groups); rerun its report with tools/main_job.py --report-only")
+    return res
 
 
 def _portable(item: str, job: Path) -> str:
@@ -58,35 +61,21 @@ def _portable(item: str, job: Path) -> str:
 
 def _stage_numbers(stage: Path) -> tuple[dict[str, float], str | None]:
     """(metric -> finite value, why unusable or None) of one stage directory."""
-    from ..report.runs import load_run
-
     if stage.parent.name == "pretrain":
-        try:
-            top1 = _read_json(stage / "metrics.json")["final"]["top1"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            return {}, f"no final top-1 in metrics.json ({err})"
-        if not isinstance(top1, (int, float)) or not math.isfinite(top1):
-            return {}, f"final top-1 is {top1!r}"
-        return {PRETRAIN_METRIC: 100.0 - top1}, None
+        pre = read_classification_run(stage)
+        return ({PRETRAIN_METRIC: pre.top1_error}, None) if pre.top1_error is not None else ({}, pre.status)
     run = load_run(stage)
     if run.status != "finished":
         return {}, run.status
-    vals = {k: run.metrics.get(k) for k in DETECT_METRICS}
-    return {k: v for k, v in vals.items() if isinstance(v, (int, float)) and math.isfinite(v)}, None
+    return {k: run.metrics[k] for k in DETECT_METRICS if k in run.metrics}, None
 
 
-def _stage_record(stage: Path, job: Path) -> tuple[list[str] | None, int | None, list[dict]]:
-    """A stage's portable command, thread count and the code versions that ran it (oldest first; [] where the
-    record predates them); (None, None, []) without a readable record."""
-    try:
-        rec = _read_json(stage / "main_job_stage.json")
-    except (OSError, ValueError):
-        return None, None, []
-    if not isinstance(rec, dict):
-        return None, None, []
-    argv, code = rec.get("argv"), rec.get("code")
-    return ([_portable(str(a), job) for a in argv] if isinstance(argv, list) else None), rec.get("threads"), \
-        [v for v in code if isinstance(v, dict)] if isinstance(code, list) else []
+def _portable_record(stage: Path, job: Path) -> StageRecord:
+    """The stage's record with its command made portable; an empty record without a readable one."""
+    rec = read_stage_record(stage)
+    if rec is None:
+        return StageRecord(None, None)
+    return StageRecord(None if rec.argv is None else [_portable(a, job) for a in rec.argv], rec.threads, rec.code)
 
 
 def _one_clean_commit(versions: list[list[dict]]) -> str | None:
@@ -100,7 +89,7 @@ def _differences(argv_a: list[str] | None, argv_b: list[str] | None) -> list[str
     """The command lines' differences, aligned (difflib) so that an option one side lacks does not shift the rest:
     'KEY a vs b' for a changed value (the item before it names it), 'ITEMS: only in A / B' for an added one."""
     if argv_a is None or argv_b is None:
-        return ["no main_job_stage.json record in " + ("A" if argv_a is None else "B")]
+        return [f"no {STAGE_RECORD} record in " + ("A" if argv_a is None else "B")]
     out = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=argv_a, b=argv_b, autojunk=False).get_opcodes():
         if op == "replace":
@@ -123,29 +112,25 @@ def _stages(job: Path) -> dict[str, Path]:
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-def _call(delta: float, spread: float | None, a: str, b: str) -> str:
-    if spread is None:
-        return "no call (a group of one run: spread unknown)"
-    if abs(delta) <= spread:
-        return "no call (within the spread)"
-    return f"{a if delta > 0 else b} ahead"
+def _recomputed(res: dict, metric: str, a: str, b: str):
+    """The comparison of groups a and b on `metric`, recomputed from a job's per-unit values; None if absent."""
+    groups = {g.get("name"): g for g in res["groups"] if isinstance(g, dict)}
+    try:
+        ga, gb = groups[a], groups[b]
+        return compare(metric, a, ga["values"][metric], ga["unit"], b, gb["values"][metric], gb["unit"])
+    except (KeyError, TypeError):
+        return None
 
 
 def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
-    from ..report.groups import difference_spread
-
     out = []
     for d in res_a.get("deltas") or []:
+        if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
+            continue
         row = {"a": d["a"], "b": d["b"], "metric": d["metric"]}
         for side, res in (("A", res_a), ("B", res_b)):
-            try:
-                sa, sb = (res["groups"][g]["stats"][d["metric"]] for g in (d["a"], d["b"]))
-            except (KeyError, TypeError):
-                row[side] = None
-                continue
-            delta = sa["mean"] - sb["mean"]
-            spread = difference_spread(sa.get("sd"), sb.get("sd"))
-            row[side] = {"delta": delta, "spread": spread, "call": _call(delta, spread, d["a"], d["b"])}
+            c = _recomputed(res, d["metric"], d["a"], d["b"])
+            row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
         row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
         out.append(row)
     return out
@@ -155,31 +140,31 @@ def compare_jobs(a, b) -> dict:
     """Everything tools/compare_jobs.py prints, as numbers: per matched stage each metric in A and B and B - A;
     per metric the mean and largest |B - A|; the thread counts; stages whose settings differ; the verdicts."""
     job_a, job_b = _job_dir(a), _job_dir(b)
-    res_a, res_b = _read_json(job_a / "results.json"), _read_json(job_b / "results.json")
+    res_a, res_b = _results(job_a), _results(job_b)
     st_a, st_b = _stages(job_a), _stages(job_b)
     out: dict = {"a": str(job_a), "b": str(job_b), "rows": [], "unusable": [], "settings_differ": [],
                  "only_in_a": sorted(set(st_a) - set(st_b)), "only_in_b": sorted(set(st_b) - set(st_a)),
                  "threads": {"A": set(), "B": set()}}
     common = sorted(set(st_a) & set(st_b))
-    records = {name: (_stage_record(st_a[name], job_a), _stage_record(st_b[name], job_b)) for name in common}
-    differ = {name: _differences(ra[0], rb[0]) for name, (ra, rb) in records.items() if ra[0] != rb[0]}
+    records = {name: (_portable_record(st_a[name], job_a), _portable_record(st_b[name], job_b)) for name in common}
+    differ = {name: _differences(ra.argv, rb.argv) for name, (ra, rb) in records.items() if ra.argv != rb.argv}
     grown = True
     while grown:  # a stage that starts from a stage with other settings (detection from its pretraining) differs too
         grown = False
         for name, (ra, rb) in records.items():
             if name in differ:
                 continue
-            upstream = sorted(u for u in _inputs(ra[0]) | _inputs(rb[0]) if u in differ)
+            upstream = sorted(u for u in _inputs(ra.argv) | _inputs(rb.argv) if u in differ)
             if upstream:
                 differ[name] = [f"starts from {', '.join(upstream)}, which ran other settings"]
                 grown = True
-    out["code"] = {side: sorted({describe_versions(records[n][i][2]) for n in common})
+    out["code"] = {side: sorted({describe_versions(records[n][i].code) for n in common})
                    for i, side in enumerate(("A", "B"))}
-    out["same_clean_commit"] = _one_clean_commit([r[2] for n in common for r in records[n]])
+    out["same_clean_commit"] = _one_clean_commit([r.code for n in common for r in records[n]])
     for name in common:
-        (argv_a, thr_a, _), (argv_b, thr_b, _) = records[name]
-        out["threads"]["A"].add(thr_a)
-        out["threads"]["B"].add(thr_b)
+        rec_a, rec_b = records[name]
+        out["threads"]["A"].add(rec_a.threads)
+        out["threads"]["B"].add(rec_b.threads)
         same = name not in differ
         if not same:
             out["settings_differ"].append({"stage": name, "differences": differ[name]})
@@ -233,9 +218,7 @@ def comparison_lines(cmp: dict) -> list[str]:
         lines.append(f"moved, {metric}: mean |B - A| {m['mean_abs_diff']:.2f}, largest {m['max_abs_diff']:.2f} "
                      f"(n={m['n']} stages with the same settings)")
     for v in cmp["verdicts"]:
-        sides = [f"{s} {v[s]['delta']:+.2f}" + (f" (spread ±{v[s]['spread']:.2f})" if v[s]["spread"] is not None
-                                                else "") + f": {v[s]['call']}" if v[s] else f"{s}: not in results"
-                 for s in ("A", "B")]
-        lines.append(f"verdict {v['a']} vs {v['b']}, Δ{v['metric']}: {'; '.join(sides)} -- "
+        lines.append(f"verdict {v['a']} vs {v['b']}, {v['metric']}: "
                      + ("the same call" if v["same_call"] else "NOT the same call"))
+        lines += [f"  {s}: {v[s]['text'] if v[s] else 'not in its results'}" for s in ("A", "B")]
     return lines

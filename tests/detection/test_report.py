@@ -6,55 +6,20 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import run_tool
 from detection.report import load_run, write_report
-
-PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
-
-
-def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_cat=None, log_rows=10,
-             dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None):
-    """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test)."""
-    run = root / name
-    run.mkdir(parents=True)
-    dataset = dataset or ("voc_2007_test" if voc else "coco_2014_val")
-    train = train or PAPER_TRAIN.get(dataset, ["some_train"])
-    (run / "config.yaml").write_text(yaml.safe_dump({
-        "MODEL": {"BACKBONES": {"NAME": backbone, "WIDTH": width}, "BACKBONE": {"NAME": "build_backbones_trunk"},
-                  "ROI_HEADS": {"NAME": "BackbonesRes5ROIHeads"}, "WEIGHTS": weights},
-        "SOLVER": {"MAX_ITER": 90000}, "DATASETS": {"TRAIN": train, "TEST": [dataset]}, "SEED": seed,
-        "OUTPUT_DIR": str(run), **(extra_cfg or {})}))
-    (run / "training_log.json").write_text("\n".join(json.dumps({"iteration": i * 20, "total_loss": 2.0 / (i + 1),
-                                                                   "lr": 0.02}) for i in range(log_rows)) + "\n")
-    if coco is None and voc is None:
-        return run
-    bbox = dict(coco or voc)
-    bbox.update({("AP50-" if voc else "AP-") + k: v for k, v in (per_cat or {}).items()})
-    (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": bbox}},
-                                                  "iterations_completed": 90000}))
-    (run / "model_final.pth").write_bytes(b"")  # a finished training run has its final checkpoint
-    inf = run / "inference" / dataset
-    inf.mkdir(parents=True)
-    if coco:
-        rec = [i / 100 for i in range(101)]
-        curve = {c: [max(0.0, 1 - r * 0.9) for r in rec] for c in (per_cat or {"a": 0})}
-        (inf / "coco_eval_bbox.json").write_text(json.dumps({
-            "recall_thresholds": rec, "precision": {"iou50": curve, "iou75": curve}}))
-    return run
-
-
-COCO_VGG = {"AP": 21.2, "AP50": 41.5, "AP75": 20.0, "APs": 5.0, "APm": 20.0, "APl": 30.0}
-COCO_R101 = {"AP": 27.2, "AP50": 48.4, "AP75": 28.0, "APs": 8.0, "APm": 30.0, "APl": 40.0}
+from detection.report.comparison import t_quantile
+from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config
 
 
 def test_report_has_exactly_the_numbers_and_deltas(tmp_path):
-    vgg = make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, per_cat={"person": 40.0, "dog": 10.0})
-    r101 = make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, per_cat={"person": 50.0})  # no "dog"
+    vgg = make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, per_cat={"person": 40.0, "dog": 10.0},
+                   extra_cfg=paper_config("coco", "VGG-16"))  # the paper's own designs: a paper column
+    r101 = make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, per_cat={"person": 50.0},  # no "dog"
+                    extra_cfg=paper_config("coco", "ResNet-101"))
     paths = write_report([r101, vgg], tmp_path / "report")
     table = json.loads(paths["json"].read_text())["tables"]["coco"]
     assert table["baseline"] == "vgg"  # the VGG-16 run, wherever it is listed
@@ -83,7 +48,8 @@ def test_html_is_well_formed_and_its_images_exist(tmp_path):
                            "ap_vs_flops.png"}
     for src in images:
         assert (tmp_path / "report" / src).stat().st_size > 2000
-    assert len(root.findall(".//h:table", ns)) == 3  # the COCO table (results | comparisons) and the run status
+    # the results table (model-zoo columns), the COCO table (metrics | comparisons) and the run status
+    assert len(root.findall(".//h:table", ns)) == 4
 
 
 def test_partial_and_mixed_inputs(tmp_path):
@@ -168,14 +134,21 @@ def _table(paths, kind="coco"):
 
 
 def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
-    paper = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG), make_run(tmp_path, "r101", "resnet101", coco=COCO_R101)]
+    # (tests/test_report_paper.py checks each condition of the paper's design; here: splits and width)
+    paper = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, extra_cfg=paper_config("coco", "VGG-16")),
+             make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, extra_cfg=paper_config("coco", "ResNet-101"))]
     head, _ = _table(write_report(paper, tmp_path / "paper"))
     assert "paper AP50 / AP" in head and "relative" in head
     for name, kw in (("coco2017", {"dataset": "coco_2017_val", "train": ["coco_2017_train"]}),
                      ("narrow", {"width": 0.25}),  # the paper's splits, but not the paper's backbone
                      ("embedded", {"dataset": "embedded_val", "train": ["embedded_train"]})):
-        runs = [make_run(tmp_path / name, "vgg", "vgg16", coco=COCO_VGG, **kw),
-                make_run(tmp_path / name, "r101", "resnet101", coco=COCO_R101, **kw)]
+        opts = ["MODEL.BACKBONES.WIDTH", str(kw.get("width", 1.0)),
+                "DATASETS.TRAIN", str(tuple(kw.get("train", ["coco_2014_train"]))),
+                "DATASETS.TEST", str((kw.get("dataset", "coco_2014_val"),))]
+        runs = [make_run(tmp_path / name, "vgg", "vgg16", coco=COCO_VGG, **kw,
+                         extra_cfg=paper_config("coco", "VGG-16", opts=opts)),
+                make_run(tmp_path / name, "r101", "resnet101", coco=COCO_R101, **kw,
+                         extra_cfg=paper_config("coco", "ResNet-101", opts=opts))]
         paths = write_report(runs, tmp_path / name / "report")
         head, rows = _table(paths)
         assert "paper AP50 / AP" not in head and "relative" not in head, name
@@ -183,7 +156,7 @@ def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
         assert rows["r101"][next(h for h in head if h.startswith("ΔAP"))] == "6.00"  # the delta stays
 
 
-def test_seeds_are_grouped_with_mean_sd_and_a_spread_verdict(tmp_path):
+def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(tmp_path):
     def coco(ap):
         return {**COCO_VGG, "AP": ap, "AP50": 2 * ap}
 
@@ -195,27 +168,16 @@ def test_seeds_are_grouped_with_mean_sd_and_a_spread_verdict(tmp_path):
     assert set(rows) == {"vgg", "r101", "r50", "r18"}
     assert rows["vgg"]["seeds"] == 2 and rows["vgg"]["AP"] == "21.0 ± 1.4" and rows["r18"]["AP"] == "25.0"
     delta = next(h for h in head if h.startswith("ΔAP"))
-    assert rows["r101"][delta] == "1.00" and rows["r101"]["Δ vs seed spread"] == "within seed spread (±2.00)"
-    assert rows["r50"][delta] == "9.50" and rows["r50"]["Δ vs seed spread"].startswith("beyond seed spread")
-    assert rows["r18"]["Δ vs seed spread"] == "n=1: seed spread unknown"
+    cmp = "95% CI, P(A>B), call"
+    # 2 runs each (one set of weights: the run is the unit): Welch's t, df 2, half-width 4.303 * sqrt(2/2 + 2/2)
+    assert rows["r101"][delta] == "1.00" and rows["r101"][cmp] == "[-5.08, +7.08], P(A>B) 0.75; no call"
+    assert rows["r50"][delta] == "9.50" and rows["r50"][cmp].endswith("; r50 ahead")
+    assert rows["r18"][cmp] == "P(A>B) 1.00; no call: one run"
 
-
-def _classification_run(root: Path, model="resnet101", width=0.25, top1=59.0) -> Path:
-    run = root / f"pretrain_{model}"
-    run.mkdir(parents=True)
-    (run / "config.json").write_text(json.dumps({"model": model, "model_options": {"width": width},
-                                                 "dataset": "embedded", "image_size": 32, "iterations": 900,
-                                                 "batch_size": 64, "lr": 0.1}))
-    (run / "metrics.json").write_text(json.dumps({
-        "history": {"iteration": [300, 600, 900], "train_error": [80.0, 60.0, 45.0],
-                    "test_error": [82.0, 55.0, 100 - top1]},
-        "final": {"top1": top1, "top5": 95.0}, "images_seen": 57600, "val_images": 2000, "seconds": 171.0}))
-    (run / "model_final.pth").write_bytes(b"")
-    return run / "model_final.pth"
 
 
 def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tmp_path):
-    ckpt = _classification_run(tmp_path)
+    ckpt = classification_run(tmp_path)
     kw = {"dataset": "embedded_val", "train": ["embedded_train"], "width": 0.25}
     runs = [make_run(tmp_path, "r101_pretrained", "resnet101", coco={**COCO_R101, "AP50": 30.0}, weights=str(ckpt),
                      **kw),
@@ -311,10 +273,13 @@ def test_report_json_holds_the_comparisons_as_numbers(tmp_path):
     runs += [make_run(tmp_path, f"r101_s{s}", "resnet101", coco={"AP": 26.0 + 2 * s, "AP50": 48.0}, seed=s)
              for s in (0, 1)]
     report = json.loads(write_report(runs, tmp_path / "report")["json"].read_text())
-    [cmp] = [c for c in report["tables"]["coco"]["comparisons"] if c["group"].startswith("r101")]
-    assert cmp["metric"] == "AP" and cmp["versus"].startswith("vgg")
-    assert cmp["delta"] == pytest.approx(27.0 - 20.5)
-    assert cmp["spread"] == pytest.approx((0.5 + 2.0) ** 0.5) and cmp["beyond_spread"] is True
+    [cmp] = [c for c in report["tables"]["coco"]["comparisons"] if c["a"].startswith("r101")]
+    assert cmp["metric"] == "AP" and cmp["b"].startswith("vgg") and cmp["unit_a"] == cmp["unit_b"] == "run"
+    assert cmp["delta"] == pytest.approx(27.0 - 20.5) and cmp["units"] == [2, 2] and cmp["p_a_better"] == 1.0
+    se = (0.5 / 2 + 2.0 / 2) ** 0.5  # Welch: variances 0.5 (vgg) and 2.0 (r101) of 2 runs each
+    df = se**4 / ((0.5 / 2) ** 2 + (2.0 / 2) ** 2)
+    assert cmp["df"] == pytest.approx(df) and cmp["interval"][0] == pytest.approx(6.5 - t_quantile(0.975, df) * se)
+    assert cmp["interval"][0] < 0 and cmp["call"] is None  # +6.5 AP from 2 runs each: not yet a call
 
 
 def test_names_and_titles_cannot_inject_html_into_markdown_or_formulas_into_csv(tmp_path):

@@ -1,0 +1,149 @@
+"""The files a run writes, named once, and the readers that turn them into typed records.
+
+Every tool's output directory holds some of these; this module is the only place their names are spelled (as
+Detectron2's `Checkpointer` owns `last_checkpoint`). Both trainers, the run-directory rules, the report, the main job,
+its comparison and the benchmarks import the names and readers from here. It sits in `classification.engine`, the
+layer both pipelines share, because the classification trainer writes these files too.
+
+A classification run (tools/train_cls.py): CONFIG_JSON, METRICS (history, final top-1/top-5), checkpoints.
+A detection run (tools/train_det.py): CONFIG_YAML, METRICS ({"evaluation": ..., "iterations_completed": ...}),
+TRAINING_LOG, checkpoints, FAILURE when training raised. Both: PROGRESS, LAST_CHECKPOINT, FINAL_CHECKPOINT.
+A main-job stage directory adds STAGE_RECORD and STAGE_LOG; the job directory JOB_SUMMARY and JOB_RESULTS.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
+           "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS",
+           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
+           "detection_run_finished", "train_seconds_per_iteration"]
+
+METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
+FINAL_CHECKPOINT = "model_final.pth"
+LAST_CHECKPOINT = "last_checkpoint"  # names the newest complete checkpoint (what --resume loads)
+PROGRESS = "progress.json"  # iteration / of how many / seconds, while training
+FAILURE = "failure.json"  # a detection run's record that training raised; removed when a resume ends
+CONFIG_JSON = "config.json"  # a classification run's ClsConfig
+CONFIG_YAML = "config.yaml"  # a detection run's full Detectron2 config
+TRAINING_LOG = "training_log.json"  # Detectron2's JSONWriter: one record per logged iteration
+STAGE_RECORD = "main_job_stage.json"  # a main-job stage: its command, thread count, code versions
+STAGE_LOG = "stage.log"  # a main-job stage's stdout + stderr
+JOB_SUMMARY = "summary.txt"  # the main job's summary
+JOB_RESULTS = "results.json"  # the main job's numbers behind the summary (tools/compare_jobs.py reads it)
+RUN_MARKERS = (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS)  # any of them: the directory holds a run
+
+
+def checkpoint_name(iteration: int) -> str:
+    """A periodic checkpoint's file name (the convention of Detectron2's PeriodicCheckpointer, used by both)."""
+    return f"model_{iteration:07d}.pth"
+
+
+class RunFileError(ValueError):
+    """A run file that exists but cannot be used: the message names the file and what is wrong."""
+
+
+def read_json(path: Path):
+    """A JSON file's value; None when the file does not exist; RunFileError naming it when it is unreadable."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunFileError(f"{path}: cannot read it ({err})") from None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise RunFileError(f"{path}: not JSON ({err})") from None
+
+
+@dataclass(frozen=True)
+class ClassificationRun:
+    """What a tools/train_cls.py output directory says about itself."""
+
+    path: Path
+    status: str  # "finished", or why not ("no metrics.json (training or crashed)", "unusable: ...")
+    config: dict = field(default_factory=dict)  # config.json (ClsConfig as written)
+    top1_error: float | None = None  # %, on its val split, after the last iteration
+    top5_error: float | None = None
+    history: dict = field(default_factory=dict)  # iteration, train_error, test_error, ...
+    seconds: float | None = None
+    images_seen: int | None = None
+    val_images: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def seed(self) -> int | None:
+        s = self.config.get("seed")
+        return s if isinstance(s, int) and not isinstance(s, bool) else None
+
+
+def read_classification_run(path) -> ClassificationRun:
+    """The run's record. Finished = a final checkpoint and a finite final top-1 in metrics.json; anything else
+    has a status saying why, and no numbers (a number that could be wrong is left out, not guessed)."""
+    path = Path(path)
+    try:
+        cfg, metrics = read_json(path / CONFIG_JSON), read_json(path / METRICS)
+    except RunFileError as err:
+        return ClassificationRun(path, f"unusable: {err}")
+    cfg = cfg if isinstance(cfg, dict) else {}
+    if metrics is None:
+        return ClassificationRun(path, f"no {METRICS} (training or crashed)", cfg)
+    if not isinstance(metrics, dict):
+        return ClassificationRun(path, f"unusable: {path / METRICS} is not a JSON object", cfg)
+    final = metrics.get("final")
+    top1 = final.get("top1") if isinstance(final, dict) else None
+    if isinstance(top1, bool) or not isinstance(top1, (int, float)) or not math.isfinite(top1):
+        return ClassificationRun(path, f"no finite final top-1 in {path / METRICS} (got {top1!r})", cfg)
+    top5 = final.get("top5")
+    top5_ok = isinstance(top5, (int, float)) and not isinstance(top5, bool) and math.isfinite(top5)
+    history = metrics.get("history") if isinstance(metrics.get("history"), dict) else {}
+    status = "finished" if (path / FINAL_CHECKPOINT).is_file() else f"no {FINAL_CHECKPOINT}"
+    return ClassificationRun(path, status, cfg, 100.0 - float(top1), 100.0 - float(top5) if top5_ok else None,
+                             history, _number(metrics.get("seconds")), _int(metrics.get("images_seen")),
+                             _int(metrics.get("val_images")))
+
+
+def detection_run_finished(path, iterations: int) -> bool:
+    """A tools/train_det.py run that trained all `iterations` and evaluated: final checkpoint, no failure record,
+    metrics.json with the iteration count and an evaluation (a failed evaluation of a finished run also writes
+    metrics.json, so each is required)."""
+    path = Path(path)
+    if not (path / FINAL_CHECKPOINT).is_file() or (path / FAILURE).exists():
+        return False
+    try:
+        m = read_json(path / METRICS)
+    except RunFileError:
+        return False
+    return isinstance(m, dict) and m.get("iterations_completed") == iterations and "evaluation" in m
+
+
+def train_seconds_per_iteration(log: list[dict], iterations: int | None) -> tuple[float | None, str]:
+    """Training seconds per iteration from TRAINING_LOG's records (Detectron2 logs `time`, the median of the last
+    20 iterations, every 20): their mean over iterations 100-500 when the run has 500, else over its middle 80%
+    (start-up and the final evaluation left out, as Detectron2's MODEL_ZOO figures). (None, why) without records."""
+    timed = [(r["iteration"], r["time"]) for r in log
+             if isinstance(r.get("iteration"), int) and isinstance(r.get("time"), (int, float))
+             and not isinstance(r.get("time"), bool) and math.isfinite(r["time"])]
+    if not timed:
+        return None, f"no iteration times in {TRAINING_LOG}"
+    last = iterations or max(i for i, _ in timed) + 1
+    lo, hi, what = (100, 500, "iterations 100-500") if last >= 500 else (0.1 * last, 0.9 * last, "middle 80%")
+    window = [t for i, t in timed if lo <= i + 1 <= hi] or [t for _, t in timed]
+    return sum(window) / len(window), f"{what} ({len(window)} logged medians)"
+
+
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

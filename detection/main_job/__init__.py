@@ -1,0 +1,12 @@
+"""The main job: the paper's Tables 7/8 question in miniature -- pretrain, transfer, compare, report -- above both
+pipelines (it runs tools/train_cls.py and tools/train_det.py as stages and reads their run files).
+
+    plan.py      what runs: MainJobPlan, its presets, the stages (Stage) and their commands
+    project.py   where the checkout's tools/ and configs/ are (one resolver)
+    graph.py     running the stage graph here (run_graph) or on Slurm (submit_graph); stage records
+    leg.py       one leg as a harness (config, model, optimizer, loader, step): estimates and benchmarks
+    results.py   the numbers read from the runs (JobResults), the summary and the report's notes
+    compare.py   two runs of the job side by side (tools/compare_jobs.py)
+    paper_cost.py  the same comparison's cost at the paper's scale (an estimate from mult-adds)
+    cli.py       tools/main_job.py
+"""

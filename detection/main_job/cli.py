@@ -1,0 +1,275 @@
+"""The main job's command line (tools/main_job.py): plan, estimate, run the stages here or on Slurm, report.
+
+Stages form a graph (a detector waits for its backbone's pretraining) and run as subprocesses, `jobs` at a time
+with `threads` threads each (graph.py). Each stage writes into its own directory under OUTPUT with the command it
+ran; a second run reuses finished stages, resumes interrupted ones, and refuses (rather than overwrites) a stage
+made with other settings. Then the chance level, the report and a summary whose every figure is read from the
+runs (results.py). What the job runs: plan.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from backbones.checkpoint_io import atomic_write_text
+from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
+from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
+
+from .graph import STOP_REQUESTED, Estimator, run_graph, stage_done, submit_graph
+from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
+from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
+from .plan import QUICK, MainJobPlan, PlanError, paper_config, plan_stages, validate_plan
+from .project import project_files
+from .results import chance_ap, generated_notes, job_results, summary_lines
+
+__all__ = ["main", "build_parser", "plan_from_args", "measure_step_seconds"]
+
+
+# ---- time estimates: measured step times, replaced by each stage's own iterations as they run -------------------
+
+def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, str, str]]) -> dict:
+    """Seconds per training iteration of each (kind, model, init) in `keys`, timed here over 3 steps after 2
+    warm-up steps with `threads` threads (the calibration behind --dry-run and the first estimate)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    rates = {}
+    for kind, model, init in sorted(keys):
+        if kind == "pretrain":
+            leg = build_pretrain_step(model, width=plan.width, image_size=plan.pretrain_image_size,
+                                      batch=plan.pretrain_batch)
+        else:
+            leg = build_detection_leg(model, pretrained=init == "pretrained", width=plan.width,
+                                      overrides=["DATALOADER.NUM_WORKERS", "0"])
+        rates[(kind, model, init)] = seconds_per_step(leg.step)
+    return rates
+
+
+
+# ---- the command line ---------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    d = MainJobPlan()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--output-dir", default="output/main_job", help="every stage, the report and the summary go here")
+    ap.add_argument("--fresh", action="store_true",
+                    help="delete the stages, report and summary this job made under OUTPUT first, then run all")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"the smoke path (make demo-quick): {QUICK}; shows the pipeline, not converged")
+    ap.add_argument("--selection", action="store_true",
+                    help="model selection on held-out training data (pretraining: the last 5,000 train items; "
+                         "detection: embedded_train_fit -> embedded_train_holdout); never the val split")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the stages and the estimated minutes here, and the GPU-hours the comparison would "
+                         "take at the paper's scale (an estimate from mult-adds); run nothing")
+    ap.add_argument("--gpu-tflops", type=float, default=DEFAULT_TFLOPS,
+                    help="--dry-run: the sustained TFLOP/s per GPU assumed for the paper-scale estimate "
+                         f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
+    ap.add_argument("--with-plain", action="store_true", help="add plain-101 (pretrained + scratch)")
+    ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
+    ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
+                    help="detection seeds, nested under every pretraining seed (the scratch controls use the first)")
+    ap.add_argument("--pretrain-epochs", type=float, default=None)
+    ap.add_argument("--pretrain-images", type=int, default=None,
+                    help="use only the first N training items (default: all)")
+    ap.add_argument("--pretrain-val-images", type=int, default=None)
+    ap.add_argument("--detect-iterations", type=int, default=None)
+    cpus = os.cpu_count() or 1
+    ap.add_argument("--jobs", type=int, default=min(2, cpus),
+                    help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
+                         "threads, tools/benchmark.py main_job)")
+    ap.add_argument("--threads", type=int, default=None, help="threads per stage (default: cores / jobs)")
+    g = ap.add_argument_group("Slurm (one job per stage, afterok dependencies, the report last)")
+    g.add_argument("--slurm", action="store_true", help="submit the stages to Slurm instead of running them here")
+    g.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's default)")
+    g.add_argument("--timeout", type=int, default=240, help="minutes per stage job (requeued and resumed after)")
+    g.add_argument("--gpus-per-stage", type=int, default=0, help="GPUs per stage job (0: the CPU stages here)")
+    g.add_argument("--report-only", action="store_true",
+                   help="only write the report and summary of finished stages (the last job of --slurm)")
+    return ap
+
+
+def plan_from_args(args) -> MainJobPlan:
+    d = MainJobPlan()
+    base = replace(d, **QUICK) if args.quick else d
+    backbones = tuple(args.backbones) if args.backbones else base.backbones
+    extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
+    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
+    for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
+                        ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
+                        ("pretrain_val_images", args.pretrain_val_images),
+                        ("detect_iterations", args.detect_iterations)):
+        if value is not None:
+            changes[name] = tuple(value) if isinstance(value, list) else value
+    plan = replace(base, **changes)
+    validate_plan(plan)
+    return plan
+
+
+def _print_paper_cost(plan: MainJobPlan, tflops: float) -> None:
+    """The same comparison at the paper's scale (full width, ImageNet, COCO), per seed: main_job.paper_cost."""
+    print(f"[main job] at the paper's scale, per seed (full-width nets, ImageNet pretraining {IMAGENET_ITERATIONS:,} "
+          f"iterations of {IMAGENET_BATCH} at 224 px, COCO Faster R-CNN with each backbone's configs/COCO-Detection "
+          f"schedule at 600x1000): an ESTIMATE from mult-adds, not a measurement -- forward + backward = 3 forwards, "
+          f"{tflops:g} TFLOP/s sustained per GPU assumed (--gpu-tflops), RPN / data loading / evaluation left out:")
+    for b in plan.backbones:
+        c = paper_cost(b, str(paper_config(b)), tflops)
+        print(f"  {b:<10} pretraining {c.pretrain_images / 1e6:.1f}M images x {c.pretrain_gmacs:.1f} GMACs = "
+              f"{c.pretrain_gpu_hours:.0f} GPU-hours; detection {c.detect_images / 1e6:.2f}M images x "
+              f"{c.detect_gmacs:.0f} GMACs = {c.detect_gpu_hours:.0f} GPU-hours")
+
+
+def _fresh(out: Path, log) -> None:
+    """Delete only what a main job made: stage directories holding a stage record, the report, the summary."""
+    removed = 0
+    for record in sorted(out.glob(f"*/*/{STAGE_RECORD}")):
+        shutil.rmtree(record.parent)
+        removed += 1
+    for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS):
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    log(f"[main job] --fresh: removed {removed} stage directories, the report and the summary under {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The job; Ctrl-C anywhere in it (time estimate, dataset, stages, report) ends it with one line, exit 130; a
+    plan that cannot run, or no checkout to run it from, with one line and exit 2."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\n[main job] interrupted; finished stages are kept, a rerun resumes the others", file=sys.stderr)
+        return 130
+    except (PlanError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _interrupt(signum, frame):
+    STOP_REQUESTED.set()  # seen by run_graph even where Python swallows the exception (a fork hook)
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    plan = plan_from_args(args)
+    if args.jobs < 1 or (args.threads is not None and args.threads < 1):
+        raise PlanError("--jobs and --threads must be >= 1")
+    if not args.gpu_tflops > 0:
+        raise PlanError(f"--gpu-tflops must be positive, got {args.gpu_tflops}")
+    project_files()  # no checkout to run the stages from: say so now, not when the first stage starts
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    out = Path(args.output_dir).resolve()
+    t_start = time.time()
+    stages = plan_stages(plan, out)
+    if args.slurm and not args.dry_run:
+        return _submit_to_slurm(args, argv, stages, threads, out)
+    if args.report_only:
+        missing = [s for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))]
+        if missing:
+            print("[main job] error: --report-only: unfinished stages: " + "; ".join(s.title for s in missing),
+                  file=sys.stderr)
+            return 1
+        return _report(plan, stages, out, t_start, args, threads)
+    # time only the kinds of stage still to run: a rerun whose stages are all finished starts no calibration
+    keys = {s.rate_key for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))}
+    print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
+          "training steps of each kind for the time estimate ...", flush=True)
+    import detection  # noqa: F401  (registers the embedded datasets)
+    from detection.datasets import ensure_embedded_dataset
+
+    manifest = ensure_embedded_dataset()
+    estimator = Estimator(measure_step_seconds(plan, threads, keys), args.jobs)
+    minutes = estimator.remaining_minutes(stages, [])
+    if args.dry_run:
+        for s in stages:
+            deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
+            print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<32} {s.iterations:>6} it x "
+                  f"{estimator.rate(s) * 1000:.0f} ms{deps}")
+        print(f"[main job] estimated {minutes:.0f} min for all stages (step times measured just now on this machine "
+              f"with {threads} thread(s); start-up and evaluation assumed 15 s a stage; {args.jobs} at a time), "
+              "plus ~1 min for the dataset, chance level and report. Nothing was run.")
+        _print_paper_cost(plan, args.gpu_tflops)
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        lock_run_directory(out)  # held until the process ends, as a training run's
+    except RunDirectoryBusy:
+        print(f"[main job] error: another main job is running in {out}", file=sys.stderr)
+        return 1
+    if args.fresh:
+        _fresh(out, print)
+    print(f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
+          f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
+          f"about {minutes:.0f} min of stages (measured step times)", flush=True)
+    # `kill PID` (SIGTERM) stops the job as Ctrl-C does: its stages are told to stop, not left running alone
+    STOP_REQUESTED.clear()
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C too (an ignored SIGINT stays ignored)
+        signal.signal(signal.SIGINT, _interrupt)
+    try:
+        run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
+    except RuntimeError as err:  # a failed stage, or a StageConflict
+        print(f"[main job] error: {err}", file=sys.stderr)
+        return 1
+    return _report(plan, stages, out, t_start, args, threads)
+
+
+def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path) -> int:
+    """Every unfinished stage as a Slurm job after its dependencies, then this command with --report-only."""
+    import detection  # noqa: F401
+    from detection.datasets import ensure_embedded_dataset
+
+    ensure_embedded_dataset()  # generated once here, not by the first stage jobs at the same time
+    out.mkdir(parents=True, exist_ok=True)
+    given = list(sys.argv[1:] if argv is None else argv)
+    report = [str(project_files().tool("main_job.py")), *[a for a in given if a not in ("--slurm", "--fresh")],
+              "--output-dir", str(out), "--report-only"]
+    if args.fresh:
+        _fresh(out, print)
+    try:
+        ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
+                           timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))
+    except (RuntimeError, SystemExit) as err:  # a StageConflict, or a request the partition cannot run
+        print(f"[main job] {err if str(err).startswith('error') else f'error: {err}'}", file=sys.stderr)
+        return 1
+    print(f"[main job] {len(ids) - 1} stage job(s) and the report job {ids['report']} submitted; watch them with "
+          f"`squeue -j {','.join(ids.values())}`; stage logs in each stage directory ({STAGE_LOG}), Slurm's in "
+          f"{out / 'slurm'}; the report and summary.txt appear in {out} when the last job ends", flush=True)
+    return 0
+
+
+def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:
+    print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
+    import detection  # noqa: F401  (registers the embedded datasets)
+    from detection.datasets import ensure_embedded_dataset
+    from detection.report import strict_json, write_report
+
+    manifest = ensure_embedded_dataset()
+
+    dataset = "embedded_train_holdout" if plan.selection else "embedded_val"
+    chance = chance_ap(dataset)
+    runs = [s for s in stages if s.kind == "detect"]
+    results = job_results(stages, plan)
+    notes = generated_notes(results, plan)
+    paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
+                         title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
+                               f"on the embedded default{' (model selection)' if plan.selection else ''}",
+                         notes=notes, chance={dataset: chance})
+    summary = "\n".join(summary_lines(results, plan, chance, manifest))
+    atomic_write_text(out / JOB_SUMMARY, summary + "\n")
+    atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON
+    print("\n" + summary)
+    print(f"[main job] report: {paths['html']}")
+    print(f"[main job] total {(time.time() - t_start) / 60:.1f} min ({args.jobs} stage(s) at a time, {threads} "
+          "thread(s) each)")
+    return 0

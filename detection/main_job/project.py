@@ -1,0 +1,55 @@
+"""Where the main job finds the repository's tools and configs: one function, no arithmetic on `__file__`.
+
+The main job runs tools/train_cls.py and tools/train_det.py as subprocesses and reads configs/: files of a
+checkout, not of the installed packages. An installed wheel works as long as the job is started from a checkout
+(or a checkout is named by the environment variable), and says clearly what is missing otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ProjectFiles", "project_files", "ENV_VAR", "ProjectFilesNotFound"]
+
+ENV_VAR = "BACKBONES_PROJECT_ROOT"
+_MARKERS = ("tools/train_cls.py", "tools/train_det.py", "configs/Base-Backbones.yaml")
+
+
+class ProjectFilesNotFound(FileNotFoundError):
+    """No checkout of the repository where the main job looked."""
+
+
+@dataclass(frozen=True)
+class ProjectFiles:
+    root: Path
+
+    def tool(self, name: str) -> Path:
+        return self.root / "tools" / name
+
+    def config(self, *parts: str) -> Path:
+        return self.root.joinpath("configs", *parts)
+
+
+def _is_checkout(d: Path) -> bool:
+    return all((d / m).is_file() for m in _MARKERS)
+
+
+def project_files(start: Path | None = None) -> ProjectFiles:
+    """$BACKBONES_PROJECT_ROOT if set, else the first of `start` (default: the working directory) and its parents
+    that holds tools/train_cls.py, tools/train_det.py and configs/; ProjectFilesNotFound naming what is missing."""
+    named = os.environ.get(ENV_VAR)
+    if named:
+        root = Path(named).expanduser().resolve()
+        if not _is_checkout(root):
+            missing = [m for m in _MARKERS if not (root / m).is_file()]
+            raise ProjectFilesNotFound(f"{ENV_VAR}={named}: not a checkout of this repository (missing: "
+                                       f"{', '.join(missing)})")
+        return ProjectFiles(root)
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if _is_checkout(d):
+            return ProjectFiles(d)
+    raise ProjectFilesNotFound(f"the main job runs {_MARKERS[0]} / {_MARKERS[1]} and reads configs/ of a checkout of "
+                               f"this repository: none at or above {here}; run it from the checkout or set {ENV_VAR}")

@@ -1,0 +1,200 @@
+"""The main job's results as numbers read from its runs -- pretraining error over seeds, detection AP over nested
+seeds, gains over scratch, backbone comparisons (each a `report.comparison.Comparison`) -- and the summary and
+report notes written from them. results.json is `JobResults.to_json()`; tools/compare_jobs.py recomputes the
+comparisons from its per-unit values with the same function, never from the text."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from classification.engine.run_files import read_classification_run
+
+from ..report.comparison import Comparison, Spread, spread
+from ..report.groups import PRETRAINING_RUN, compare_groups, group_runs
+from ..report.runs import load_run
+from .plan import MainJobPlan, Stage, group_label
+
+__all__ = ["JobResults", "GroupResult", "job_results", "summary_lines", "generated_notes", "chance_ap",
+           "DETECT_METRICS", "COMPARED_METRICS"]
+
+DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+COMPARED_METRICS = ("AP50", "AP")  # the backbone comparisons and the gains over scratch
+
+
+@dataclass
+class GroupResult:
+    """One detection group of the job: a backbone with one initialisation, over its seeds."""
+
+    name: str
+    backbone: str
+    init: str  # "pretrained" / "scratch"
+    unit: str  # what a unit is (report.groups: "pretraining run" or "run")
+    metrics: dict[str, Spread] = field(default_factory=dict)
+    values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # metric -> unit name -> run values
+
+
+@dataclass
+class JobResults:
+    pretraining: dict[str, Spread] = field(default_factory=dict)  # backbone -> val top-1 error (%) over seeds
+    pretraining_images: dict[str, int] = field(default_factory=dict)  # backbone -> images seen by one run
+    groups: list[GroupResult] = field(default_factory=list)
+    gains: list[Comparison] = field(default_factory=list)  # pretrained vs scratch, per backbone and metric
+    deltas: list[Comparison] = field(default_factory=list)  # each backbone vs the first, pretrained
+
+    def group(self, backbone: str, init: str) -> GroupResult | None:
+        return next((g for g in self.groups if g.backbone == backbone and g.init == init), None)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
+    """Everything the summary and the notes say, as numbers read from the runs (run_files and report.runs)."""
+    out = JobResults()
+    for model in plan.backbones:
+        errors, images = {}, set()
+        for s in stages:
+            if s.kind == "pretrain" and s.model == model:
+                run = read_classification_run(s.out)
+                if run.finished:
+                    errors[s.out.name] = [run.top1_error]
+                    images.add(run.images_seen)
+        st = spread(errors, PRETRAINING_RUN)
+        if st is not None:
+            out.pretraining[model] = st
+        if len(images) == 1 and None not in images:
+            out.pretraining_images[model] = images.pop()
+    detect = [s for s in stages if s.kind == "detect"]
+    groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
+    meta = {s.group: (s.model, s.init) for s in detect}
+    by_label = {}
+    for g in groups:
+        if not g.n or g.name not in meta:
+            continue  # an unfinished run: a group of its own, with no numbers
+        backbone, init = meta[g.name]
+        by_label[g.name] = g
+        out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
+                                      {k: {Path(u).name: v for u, v in g.values(k).items()} for k in DETECT_METRICS
+                                       if g.values(k)}))
+    for model in plan.backbones:
+        pre, scr = by_label.get(group_label(model, "pretrained")), by_label.get(group_label(model, "scratch"))
+        if pre and scr:
+            out.gains += [c for k in COMPARED_METRICS for c in [compare_groups(pre, scr, k)] if c is not None]
+    base = by_label.get(group_label(plan.backbones[0], "pretrained"))
+    for model in plan.backbones[1:]:
+        other = by_label.get(group_label(model, "pretrained"))
+        if base and other:
+            out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
+    return out
+
+
+def _pm(stat: Spread | None, nd: int = 1, unit: str = "") -> str:
+    if stat is None:
+        return "—"
+    sd = f" ± {stat.sd:.{nd}f}" if stat.sd is not None else ""
+    return f"{stat.mean:.{nd}f}{sd}{unit} (n={stat.runs})"
+
+
+def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest: dict) -> list[str]:
+    where = "held-out training data (model selection)" if plan.selection else \
+        f"embedded default, {manifest['counts']['val']['images']} val images"
+    lines = [f"Main job summary -- {where} ({manifest['source']} objects, classes "
+             f"{', '.join(manifest['classes'])}); all nets at width {plan.width:g}; {len(plan.pretrain_seeds)} "
+             f"pretraining seed(s) x {len(plan.detect_seeds)} detection seed(s) per backbone:"]
+    for model, st in results.pretraining.items():
+        seen = results.pretraining_images.get(model)
+        lines.append(f"  pretraining {model}: val top-1 error {_pm(st, unit='%')} after {plan.pretrain_epochs:g} "
+                     f"epochs" + (f" ({seen:,} images)" if seen else ""))
+    for g in results.groups:
+        s = g.metrics
+        lines.append(f"  {g.name:<22} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
+                     f"APs/APm/APl {'/'.join(_pm(s.get(k)).split(' ')[0] for k in ('APs', 'APm', 'APl'))}")
+        ap50 = s.get("AP50")
+        if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
+            b, w = ap50.sd_between, ap50.sd_within
+            lines.append(f"  {'':<22} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
+                         f"within a pretraining seed (detection seeds) {'—' if w is None else f'{w:.1f}'}")
+    for c in results.gains:
+        lines.append(f"  pretrained vs scratch, {c.a}: {c.describe(1)}")
+    for c in results.deltas:
+        lines.append(f"  {c.a} vs {c.b}: {c.describe()}")
+    if any(c.interval is None for c in results.deltas):
+        lines.append("  (no backbone call from one pretraining seed per backbone: `tools/main_job.py "
+                     "--pretrain-seeds 0 1 2` runs three, the seeds the interval needs)")
+    lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
+    return lines
+
+
+def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
+    """Report notes: what was run, and only the statements the numbers above support; causes the job does not
+    measure are said to be not established."""
+    lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
+    notes = [f"The paper's experiment in miniature: {', '.join(plan.backbones)} at width {plan.width:g}, each "
+             f"pretrained for classification ({plan.pretrain_epochs:g} epochs of Fashion-MNIST train items composited "
+             f"on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} seed(s)), then "
+             f"transferred to Faster R-CNN ({plan.detect_iterations} iterations of 2 images, "
+             f"{len(plan.detect_seeds)} detection seed(s) per pretraining seed) beside from-scratch controls with "
+             "the identical detection schedule. Smoke scale on a CPU: compare the rows with each other and with "
+             "chance, not with the paper.",
+             f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each net's "
+             f"reference one ({lrs}), and residual nets start with the last BN of each block at zero.",
+             "Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
+             "detection seeds nested under it; Welch's t on the unit means) and P(A > B), the chance that a run of "
+             "A beats a run of B; a call only when the interval excludes 0."]
+    backbone = {g.name: g.backbone for g in results.groups}
+    for c in results.gains:
+        if c.metric != "AP50":
+            continue
+        name = backbone.get(c.a, c.a)
+        if c.call == c.a:
+            notes.append(f"Pretraining raises {name}'s AP50 by {c.delta:.1f} over the from-scratch control "
+                         f"({c.describe(1)}); the two differ only in the initialisation.")
+        elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the runs, nothing is called
+            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}.")
+        else:
+            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}: no effect of pretraining is "
+                         "established.")
+    pre = results.pretraining
+    for c in results.deltas:
+        if c.metric != "AP50":
+            continue
+        a, b = backbone.get(c.a, c.a), backbone.get(c.b, c.b)
+        order = (f"{a} ahead of {b} by {c.delta:.1f} AP50" if c.delta > 0 else
+                 f"{b} ahead of {a} by {-c.delta:.1f} AP50")
+        if c.call is not None:
+            text = f"Backbones: {order} ({c.describe()})."
+        else:
+            text = f"Backbones: {order} ({c.describe()}): the order of the two backbones is not established."
+        if a in pre and b in pre:
+            text += (f" Measured beside it: pretraining top-1 error {a} {pre[a].mean:.1f}%, {b} "
+                     f"{pre[b].mean:.1f}%; AP by object size in the table. This job does not measure what "
+                     "causes the difference; no cause is claimed.")
+        notes.append(text)
+    return notes
+
+
+def chance_ap(dataset: str = "embedded_val", boxes_per_image: int = 100, seed: int = 0) -> dict[str, float]:
+    """COCO AP of uniformly random boxes, scores and classes on `dataset`: the floor a detector must clear."""
+    import numpy as np
+    from detectron2.data import DatasetCatalog, MetadataCatalog
+    from pycocotools.coco import COCO
+
+    from ..evaluation import evaluate_coco
+
+    records = DatasetCatalog.get(dataset)
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco = COCO(MetadataCatalog.get(dataset).json_file)
+    rng = np.random.default_rng(seed)
+    cat_ids = sorted(coco.getCatIds())
+    results = []
+    for rec in records:
+        w, h = rec["width"], rec["height"]
+        for _ in range(boxes_per_image):
+            x0, y0 = rng.uniform(0, w - 8), rng.uniform(0, h - 8)
+            bw, bh = rng.uniform(8, w - x0), rng.uniform(8, h - y0)
+            results.append({"image_id": rec["image_id"], "category_id": int(rng.choice(cat_ids)),
+                            "bbox": [x0, y0, bw, bh], "score": float(rng.uniform())})
+    return evaluate_coco(coco, results).stats

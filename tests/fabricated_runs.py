@@ -1,0 +1,93 @@
+"""Fabricated run directories in the formats the tools write, shared by the report tests (detection/) and the
+bad-input tests: a detection run with known numbers, a pretraining run, and runs of the repository's paper
+configs."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from detection import get_detection_cfg
+from detection.report.paper import PAPER_SETUP
+
+PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
+
+
+def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_cat=None, log_rows=10,
+             dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None):
+    """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test)."""
+    run = root / name
+    run.mkdir(parents=True)
+    dataset = dataset or ("voc_2007_test" if voc else "coco_2014_val")
+    train = train or PAPER_TRAIN.get(dataset, ["some_train"])
+    (run / "config.yaml").write_text(yaml.safe_dump({
+        "MODEL": {"BACKBONES": {"NAME": backbone, "WIDTH": width}, "BACKBONE": {"NAME": "build_backbones_trunk"},
+                  "ROI_HEADS": {"NAME": "BackbonesRes5ROIHeads"}, "WEIGHTS": weights},
+        "SOLVER": {"MAX_ITER": 90000}, "DATASETS": {"TRAIN": train, "TEST": [dataset]}, "SEED": seed,
+        "OUTPUT_DIR": str(run), **(extra_cfg or {})}))
+    (run / "training_log.json").write_text("\n".join(json.dumps({"iteration": i * 20, "total_loss": 2.0 / (i + 1),
+                                                                   "lr": 0.02}) for i in range(log_rows)) + "\n")
+    if coco is None and voc is None:
+        return run
+    bbox = dict(coco or voc)
+    bbox.update({("AP50-" if voc else "AP-") + k: v for k, v in (per_cat or {}).items()})
+    completed = ((extra_cfg or {}).get("SOLVER") or {}).get("MAX_ITER", 90000)  # a finished run's MAX_ITER
+    (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": bbox}},
+                                                  "iterations_completed": completed}))
+    (run / "model_final.pth").write_bytes(b"")  # a finished training run has its final checkpoint
+    inf = run / "inference" / dataset
+    inf.mkdir(parents=True)
+    if coco:
+        rec = [i / 100 for i in range(101)]
+        curve = {c: [max(0.0, 1 - r * 0.9) for r in rec] for c in (per_cat or {"a": 0})}
+        (inf / "coco_eval_bbox.json").write_text(json.dumps({
+            "recall_thresholds": rec, "precision": {"iou50": curve, "iou75": curve}}))
+    return run
+
+
+COCO_VGG = {"AP": 21.2, "AP50": 41.5, "AP75": 20.0, "APs": 5.0, "APm": 20.0, "APl": 30.0}
+COCO_R101 = {"AP": 27.2, "AP50": 48.4, "AP75": 28.0, "APs": 8.0, "APm": 30.0, "APl": 40.0}
+
+
+def classification_run(root: Path, model="resnet101", width=0.25, top1=59.0) -> Path:
+    run = root / f"pretrain_{model}"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model": model, "model_options": {"width": width},
+                                                 "dataset": "embedded", "image_size": 32, "iterations": 900,
+                                                 "batch_size": 64, "lr": 0.1}))
+    (run / "metrics.json").write_text(json.dumps({
+        "history": {"iteration": [300, 600, 900], "train_error": [80.0, 60.0, 45.0],
+                    "test_error": [82.0, 55.0, 100 - top1]},
+        "final": {"top1": top1, "top5": 95.0}, "images_seen": 57600, "val_images": 2000, "seconds": 171.0}))
+    (run / "model_final.pth").write_bytes(b"")
+    return run / "model_final.pth"
+
+
+PAPER_CONFIGS = {(kind, column): setup["config"] for (kind, column), setup in PAPER_SETUP.items()}
+BACKBONE = {"ResNet-101": "resnet101", "VGG-16": "vgg16"}
+METRICS = {"coco": {"AP": 27.0, "AP50": 48.0, "AP75": 28.0, "APs": 8.0, "APm": 30.0, "APl": 40.0},
+           "voc": {"AP50": 76.0, "mAP50_voc07": 76.0, "mAP50_area": 78.0, "AP": 48.0, "AP75": 50.0}}
+SAME_SOLVER = "configs/Overlays/COCO-VGG16-same-solver-as-R101.yaml"
+
+
+def paper_config(kind: str, column: str, *overlays: str, opts=()) -> dict:
+    """config.yaml of a run of the repository's config for that paper column (+ overlays, + opts), as the run
+    would record it (Detectron2's full dump, SEED and OUTPUT_DIR left to the run)."""
+    cfg = get_detection_cfg([PAPER_CONFIGS[(kind, column)], *overlays], ["MODEL.DEVICE", "cpu", *opts],
+                            read_weights=False)
+    config = yaml.safe_load(cfg.dump())
+    for key in ("SEED", "OUTPUT_DIR"):
+        config.pop(key)
+    return config
+
+
+def write_run(root: Path, name: str, config: dict, kind: str, seed: int = 0) -> Path:
+    """A finished run directory with that config.yaml and a metrics.json of `kind`'s metrics."""
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "SEED": seed, "OUTPUT_DIR": str(run)}))
+    dataset = config["DATASETS"]["TEST"][0]
+    (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": METRICS[kind]}},
+                                                  "iterations_completed": config["SOLVER"]["MAX_ITER"]}))
+    (run / "model_final.pth").write_bytes(b"")
+    return run

@@ -1,0 +1,90 @@
+"""detection.main_job.graph: running the stage graph -- a failed stage stops it and names its log, a stop request
+the signal handler could not raise still stops the stages, each stage records the code that ran it, --fresh
+deletes only what the job made."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from classification.engine.run_files import STAGE_LOG, STAGE_RECORD
+from detection.engine.code_version import code_version, describe_versions
+from detection.main_job import graph
+from detection.main_job.graph import STOP_REQUESTED, Estimator, StageConflict, read_stage_record, run_graph
+from detection.main_job.plan import Stage
+from detection.main_job.project import project_files
+
+
+def _stages(tmp_path, code: str, n: int = 2) -> list[Stage]:
+    script = tmp_path / "stage.py"
+    script.write_text(code)
+    return [Stage(f"stage {c}", tmp_path / c, [str(script)], "detect", "m", "scratch", 1,
+                  deps=[tmp_path / "a"] if c != "a" else []) for c in "ab"[:n]]
+
+
+def test_fresh_deletes_only_what_the_job_made(tmp_path):
+    from detection.main_job.cli import _fresh
+
+    stage = tmp_path / "detect" / "vgg16_bn_p0_d0"
+    stage.mkdir(parents=True)
+    (stage / STAGE_RECORD).write_text("{}")
+    other = tmp_path / "detect" / "my_own_run"
+    other.mkdir()
+    (other / "model_final.pth").write_text("x")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "report").mkdir()
+    _fresh(tmp_path, lambda m: None)
+    assert not stage.exists() and not (tmp_path / "report").exists()
+    assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
+
+
+def test_a_stop_request_the_signal_handler_could_not_raise_still_stops_the_stages(tmp_path):
+    """Python swallows a KeyboardInterrupt raised in a fork hook (a SIGTERM landing while Popen starts a stage):
+    the handler also sets STOP_REQUESTED, and run_graph polls it -- the running stage is stopped, none started."""
+    stages = _stages(tmp_path, "import time; time.sleep(60)\n")
+    timer = threading.Timer(1.5, STOP_REQUESTED.set)  # the flag alone, as when the exception was swallowed
+    timer.start()
+    t0 = time.time()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_graph(stages, 1, 1, Estimator({}, 1), lambda m: None)
+    finally:
+        timer.cancel()
+        STOP_REQUESTED.clear()
+    assert time.time() - t0 < 10  # the stage got SIGINT and ended; nobody waited for its 60 s
+    assert (tmp_path / "a" / STAGE_LOG).exists() and not (tmp_path / "b").exists()
+
+
+def test_a_failed_stage_stops_the_graph_and_names_its_log(tmp_path):
+    stages = _stages(tmp_path, "import sys; print('boom: the reason'); sys.exit(3)\n")
+    lines = []
+    with pytest.raises(RuntimeError, match="stage a \\(exit 3\\)") as err:
+        run_graph(stages, 2, 1, Estimator({}, 2), lines.append)
+    assert "boom: the reason" in str(err.value) and str(tmp_path / "a" / STAGE_LOG) in str(err.value)
+    assert not (tmp_path / "b").exists() and any("started: stage a" in ln for ln in lines)
+
+
+def test_each_stage_records_the_code_that_ran_it_and_a_resume_at_other_code_adds_one(tmp_path, monkeypatch):
+    """The record names the git commit (and uncommitted changes) of every run of the stage; the code version is
+    provenance, not a setting: a resume at another commit is allowed, a change of command is still refused."""
+    here = code_version(project_files().root)
+    if here["commit"] is None:
+        pytest.skip("not a git checkout (an installed copy): the commit is recorded as unknown")
+    assert len(here["commit"]) == 40 and isinstance(here["dirty"], bool)
+    (a,) = _stages(tmp_path, "import sys; sys.exit(3)\n", n=1)
+    with pytest.raises(RuntimeError):
+        run_graph([a], 1, 1, Estimator({}, 1), lambda m: None)
+    assert json.loads((a.out / STAGE_RECORD).read_text()) == {"argv": a.argv, "threads": 1, "code": [here]}
+    other = {"commit": "f" * 40, "dirty": False}
+    monkeypatch.setattr(graph, "code_version", lambda repo: other)  # the next run: a checkout at another commit
+    with pytest.raises(RuntimeError):
+        run_graph([a], 1, 1, Estimator({}, 1), lambda m: None)  # not refused: the same command resumes
+    assert read_stage_record(a.out).code == [here, other]
+    changed = Stage("stage a", a.out, [*a.argv, "--more"], "detect", "m", "scratch", 1)
+    with pytest.raises(StageConflict, match="other settings"):
+        run_graph([changed], 1, 1, Estimator({}, 1), lambda m: None)
+    with pytest.raises(StageConflict, match="another thread count"):
+        run_graph([a], 1, 2, Estimator({}, 1), lambda m: None)
+    assert code_version(tmp_path) == {"commit": None, "dirty": None}  # outside a checkout: unknown, never guessed
+    assert describe_versions([code_version(tmp_path)]) == "unknown (not a git checkout)"

@@ -1,0 +1,119 @@
+"""detection.main_job.plan and project: the stages a plan makes (detection seeds nested under pretraining seeds),
+conventions asked of the model registry, the dry run with measured estimates, the paper-scale cost, refusals of a
+plan that cannot run, and the one resolver of the checkout's tools/ and configs/."""
+
+import re
+
+import pytest
+import torch
+
+from conftest import REPO, run_tool
+from detection.main_job.plan import MainJobPlan, PlanError, leg_config_files, paper_config, plan_stages, validate_plan
+from detection.main_job.project import ENV_VAR, ProjectFilesNotFound, project_files
+
+
+def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
+    plan = MainJobPlan(pretrain_seeds=(0, 1), detect_seeds=(0, 1, 2), pretrain_epochs=1.0)
+    stages = plan_stages(plan, tmp_path)
+    pre = [s for s in stages if s.kind == "pretrain"]
+    det = [s for s in stages if s.kind == "detect" and s.init == "pretrained"]
+    scratch = [s for s in stages if s.init == "scratch"]
+    assert len(pre) == 4 and len(det) == 2 * 2 * 3 and len(scratch) == 2
+    for s in det:
+        assert s.deps == [tmp_path / "pretrain" / f"{s.model}_p{s.pretrain_seed}"]
+        i = s.argv.index("MODEL.WEIGHTS")
+        assert s.argv[i + 1] == str(s.deps[0] / "model_final.pth") and s.argv[s.argv.index("SEED") + 1] == \
+            str(s.detect_seed)
+    assert {s.group for s in det} == {"vgg16_bn_pretrained", "resnet101_pretrained"}
+    assert all(s.iterations == plan.pretrain_iterations() for s in pre)
+    assert plan.pretrain_iterations() == -(-plan.pretrain_items() // plan.pretrain_batch)
+    sel = plan_stages(MainJobPlan(selection=True), tmp_path)
+    assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
+
+
+def test_family_conventions_come_from_the_model_registry(tmp_path):
+    """The reference lr, zero-init of residual blocks and the detection design are the registry's metadata: a
+    plain net gets ResNet's lr and C4 head but no zero-init (it has no residual branch to start as the identity)."""
+    plan = MainJobPlan(backbones=("vgg16_bn", "resnet101", "plain101"), pretrain_seeds=(0,), detect_seeds=(0,),
+                       scratch=())
+    pre = {s.model: s.argv for s in plan_stages(plan, tmp_path) if s.kind == "pretrain"}
+    assert pre["vgg16_bn"][pre["vgg16_bn"].index("--lr") + 1] == "0.01"
+    assert pre["resnet101"][pre["resnet101"].index("--lr") + 1] == "0.1" == pre["plain101"][
+        pre["plain101"].index("--lr") + 1]
+    assert "zero_init_residual=True" in pre["resnet101"]
+    assert "zero_init_residual=True" not in pre["plain101"] and "zero_init_residual=True" not in pre["vgg16_bn"]
+    assert paper_config("vgg16_bn").name == "faster_rcnn_vgg16.yaml"
+    assert paper_config("plain101").name == paper_config("resnet101").name == "faster_rcnn_R_101_C4.yaml"
+    assert leg_config_files("resnet101", pretrained=True)[-1].endswith("Embedded-Detection/pretrained.yaml")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"backbones": ("cifar_resnet20",)}, "--backbones 'cifar_resnet20': not a VGG / ResNet / plain model"),
+    ({"backbones": ("resnet7",)}, "--backbones 'resnet7'"),
+    ({"detect_seeds": (0, 0)}, "--detect-seeds lists a seed twice"),
+    ({"pretrain_seeds": (-1,)}, "--pretrain-seeds must be >= 0"),
+    ({"detect_iterations": 0}, "--detect-iterations must be positive"),
+])
+def test_a_plan_that_cannot_run_is_refused_naming_the_option(change, message):
+    from dataclasses import replace
+
+    with pytest.raises(PlanError, match=re.escape(message)):
+        validate_plan(replace(MainJobPlan(), **change))
+
+
+def test_the_checkout_is_found_from_the_working_directory_or_named_and_its_absence_said(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert project_files(REPO / "detection" / "report").root == REPO  # any directory inside the checkout
+    with pytest.raises(ProjectFilesNotFound, match="none at or above .* set BACKBONES_PROJECT_ROOT"):
+        project_files(tmp_path)
+    monkeypatch.setenv(ENV_VAR, str(REPO))
+    assert project_files(tmp_path).root == REPO  # named: wherever the job starts
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    with pytest.raises(ProjectFilesNotFound, match="not a checkout of this repository .*tools/train_cls.py"):
+        project_files()
+
+
+def test_main_job_outside_a_checkout_says_what_is_missing_in_one_line(tmp_path):
+    proc = run_tool(REPO / "tools" / "main_job.py", "--dry-run", "--quick", cwd=tmp_path, timeout=120,
+                    env={ENV_VAR: ""})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: the main job runs tools/train_cls.py")
+
+
+def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
+    out = tmp_path / "job"
+    proc = run_tool("tools/main_job.py", "--dry-run", "--quick", "--output-dir", out, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "pretrain/vgg16_bn_p0" in proc.stdout and "detect/resnet101_p0_d0" in proc.stdout
+    assert "after pretrain/resnet101_p0" in proc.stdout and "Nothing was run" in proc.stdout
+    minutes = float(proc.stdout.split("[main job] estimated ")[1].split(" min")[0])
+    assert minutes > 0 and not out.exists()
+    assert "FutureWarning" not in proc.stderr  # fvcore's torch.jit.script warning is silenced at the entry point
+    assert "an ESTIMATE from mult-adds, not a measurement" in proc.stdout and "40 TFLOP/s sustained" in proc.stdout
+    assert re.search(r"resnet101 +pretraining 153.6M images x 7.6 GMACs = 48 GPU-hours; detection 5.12M images x "
+                     r"\d+ GMACs = \d+ GPU-hours", proc.stdout), proc.stdout[-2000:]
+    dup = run_tool("tools/main_job.py", "--dry-run", "--seeds", "0", "0", timeout=120)
+    assert dup.returncode == 2 and "lists a seed twice" in dup.stderr and "Traceback" not in dup.stderr
+
+
+def test_paper_scale_cost_is_the_arithmetic_it_states():
+    """Mult-adds from the paper (Table 1: ResNet-101 7.6e9 FLOPs, i.e. mult-adds) x 2 x 3 x images / throughput."""
+    import detection.main_job.paper_cost as paper
+    from backbones import complexity, create_model
+    from detection.main_job.paper_cost import paper_cost
+
+    r101 = paper_cost("resnet101", str(paper_config("resnet101")), tflops=40)
+    assert r101.pretrain_gmacs == pytest.approx(7.6, rel=0.01)
+    assert r101.pretrain_gpu_hours == pytest.approx(7.57e9 * 6 * 600_000 * 256 / 40e12 / 3600, rel=0.01)
+    assert paper_cost("resnet101", str(paper_config("resnet101")), tflops=80).detect_gpu_hours == \
+        pytest.approx(r101.detect_gpu_hours / 2)
+    # C4 detection image: stem..res4 on the image + res5 on 128 RoIs of 14x14 (res5 at 224 px sees 14x14)
+    with torch.device("meta"):  # counted on shapes, as paper_cost does
+        net = create_model("resnet101")
+    by_full = complexity(net, (3, *paper.DETECTION_IMAGE)).by_module
+    res5_roi = complexity(net, (3, 224, 224)).by_module["res5"]
+    trunk = sum(v for k, v in by_full.items() if k not in ("res5", "fc"))
+    assert r101.detect_gmacs == pytest.approx((trunk + 128 * res5_roi) / 1e9)
+    assert r101.detect_images == 320_000 * 16
+    vgg = paper_cost("vgg16", str(paper_config("vgg16")))
+    assert vgg.pretrain_gmacs == pytest.approx(15.5, rel=0.01)  # VGG-16: 15.3-15.5 GMACs (Table 1's 15.3e9)
