@@ -1,22 +1,32 @@
 """Read a value out of py-faster-rcnn's sources, the paper notes or Detectron2, by the locators of FIDELITY.md.
 
-A locator is `FILE:SELECTOR` (FIDELITY.md's *source* column, in backticks):
+Everything read lives in the repository, under tests/reference (REFERENCE; its MANIFEST.sha256 is checked by
+tests/configs/test_reference_manifest.py). A locator is `FILE:SELECTOR` (FIDELITY.md's *source* column, in backticks):
 
 - `config.py:__C.TEST.NMS`          lib/fast_rcnn/config.py, the assigned literal (np.array(...) read as its list)
 - `end2end.yml:TRAIN.BG_THRESH_LO`  experiments/cfgs/faster_rcnn_end2end.yml (overrides config.py in end2end runs)
 - `end2end.sh:pascal_voc.ITERS`     experiments/scripts/faster_rcnn_end2end.sh, a variable of one `case` branch
 - `coco/train.prototxt:rpn-data.python_param.param_str.scales`   models/<dataset>/VGG16/faster_rcnn_end2end/...:
-  a layer by name, then fields; `param[1]` picks a repeated field; a param_str is read as the YAML it is; a
-  field the file omits reads as Caffe's default (CAFFE_DEFAULTS); a layer the file lacks reads as None
+  a layer by name, then fields; `param[1]` picks a repeated field; a param_str is read as the YAML it is. A layer
+  or field the file lacks is a LocatorError -- never a silent default. Two explicit suffixes say what the source
+  means by leaving something out:
+  - `...|default`: the field is omitted and Caffe's default applies (CAFFE_DEFAULTS, keyed by the field path
+    below the layer, e.g. `coco/train.prototxt:conv3_1.param[1].decay_mult|default` reads 1.0). The layer must
+    exist, the path must be a CAFFE_DEFAULTS key, and the field must really be omitted (a set field is an error);
+  - `...|absent`: the net has no layer of that name (reads None), e.g. `coco/train.prototxt:drop6|absent`; the
+    name must be a layer of another reference prototxt, so a misspelt name cannot pass as an absent layer.
 - `test.py:test_net(thresh)`        a function's default argument; `anchor_target_layer.py:get('allowed_border')`
   the default of a `.get(key, default)` call; `pascal_voc.py:{'use_diff'}` the value of a dict-literal key
 - `prototxt/ResNet-101-deploy.prototxt:res3a_branch2a.convolution_param.stride`  MSRA's released prototxts
-  (../shared/reference/prototxt), read as the py-faster-rcnn prototxts
+  (tests/reference/prototxt), read as the py-faster-rcnn prototxts
 - `d2:MODEL.RPN.NMS_THRESH`         Detectron2's default config (detectron2.config.get_cfg())
-- `PAPER.md:"quoted words"`         the words occur in ../shared/PAPER.md (whitespace-insensitive): True or False;
-  `FILE:"quoted code"` the same for any source file above
+- `PAPER.md:"quoted words"`         the words occur in tests/reference/PAPER.md (whitespace-insensitive): True or
+  False; `FILE:"quoted code"` the same for any source file above
+- `PAPER.md:"quoted words"[i]`      a number of the quoted words (which must occur): the i-th (from 0) of the
+  numbers in them, `240k` read as 240000; `[i+j]` their sum. A number is digits with an optional fraction and an
+  optional `k`, not part of a name (`conv3_1`, `fc6`, `VGG-16` hold none). The same for quoted code.
 
-Every read fails with an error naming the file and the selector when the location does not exist.
+Every read fails with a LocatorError naming the locator when the location does not exist.
 """
 
 from __future__ import annotations
@@ -27,14 +37,19 @@ from pathlib import Path
 
 import yaml
 
-# Fields Caffe fills in when a prototxt omits them (BVLC caffe.proto; SmoothL1LossParameter from py-faster-rcnn's
-# caffe-fast-rcnn fork): what the source *means* when it is silent.
-CAFFE_DEFAULTS = {"lr_mult": 1.0, "decay_mult": 1.0, "sigma": 1.0, "dropout_ratio": 0.5}
+REFERENCE = Path(__file__).resolve().parent / "reference"
+
+# Fields Caffe fills in when a prototxt omits them (BVLC caffe.proto: ParamSpec.lr_mult / decay_mult,
+# DropoutParameter.dropout_ratio; SmoothL1LossParameter.sigma from py-faster-rcnn's caffe-fast-rcnn fork), keyed by
+# the field path below the layer: what the source *means* when it is silent. Read only through `...|default`.
+CAFFE_DEFAULTS = {"param.lr_mult": 1.0, "param.decay_mult": 1.0, "smooth_l1_loss_param.sigma": 1.0,
+                  "dropout_param.dropout_ratio": 0.5}
 
 PROTOTXT_DIRS = {"coco": "models/coco/VGG16/faster_rcnn_end2end",
                  "pascal_voc": "models/pascal_voc/VGG16/faster_rcnn_end2end"}
 NAMED_FILES = {"config.py": "lib/fast_rcnn/config.py", "end2end.yml": "experiments/cfgs/faster_rcnn_end2end.yml",
                "end2end.sh": "experiments/scripts/faster_rcnn_end2end.sh"}
+SUFFIXES = ("default", "absent")
 
 _ABSENT = object()
 
@@ -92,32 +107,82 @@ def _scalar(word: str):
     return {"true": True, "false": False}.get(word, word)
 
 
-def _prototxt_value(message: list, selector: str):
+def _layer_names(message: list) -> set[str]:
+    return {name for k, lay in message if k == "layer" for f, name in lay if f == "name"}
+
+
+def _prototxt_value(message: list, selector: str, suffix: str | None, others: list[Path]):
+    """The value at `selector` in a parsed prototxt; `suffix` is None, "default" or "absent" (module docstring)."""
     parts = selector.split(".")
     layers = [v for k, v in message if k == "layer"]
     node: object = message
+    if suffix == "absent":
+        if not layers or len(parts) != 1:
+            raise LocatorError("|absent names one layer of a net: FILE:LAYER|absent")
+        if parts[0] in _layer_names(message):
+            raise LocatorError(f"the net has a layer {parts[0]!r}: it is not absent")
+        if not any(parts[0] in _layer_names(parse_prototxt(p.read_text(encoding="utf-8"))) for p in others):
+            raise LocatorError(f"no reference prototxt has a layer {parts[0]!r}: a misspelt name?")
+        return None
     if layers:  # a net: the first part names a layer
         named = [lay for lay in layers if ("name", parts[0]) in lay]
         if not named:
-            return None  # the net has no such layer
+            raise LocatorError(f"the net has no layer {parts[0]!r}")
         node, parts = named[0], parts[1:]
-    for part in parts:
+    fields = [re.fullmatch(r"(\w+)(?:\[(\d+)\])?", part) for part in parts]
+    if not parts or not all(fields):
+        raise LocatorError(f"{'.'.join(parts)!r} is not a field path (field, field[i], ...)")
+    if suffix == "default":
+        path = ".".join(m.group(1) for m in fields)
+        if path not in CAFFE_DEFAULTS:
+            raise LocatorError(f"|default: Caffe's default of {path!r} is not known here ({sorted(CAFFE_DEFAULTS)})")
+    for part, m in zip(parts, fields):
         if isinstance(node, dict):  # inside a param_str
             if part not in node:
                 raise LocatorError(f"no key {part!r} in param_str {node!r}")
             node = node[part]
             continue
-        m = re.fullmatch(r"([\w]+)(?:\[(\d+)\])?", part)
         field, index = m.group(1), int(m.group(2) or 0)
         values = [v for k, v in node if k == field]
         if index >= len(values):
-            if parts[-1] in CAFFE_DEFAULTS:  # the field, or the message holding it, is omitted
-                return CAFFE_DEFAULTS[parts[-1]]
-            raise LocatorError(f"no field {part!r}")
+            if suffix == "default":  # the field, or the message holding it, is omitted: Caffe's default
+                return CAFFE_DEFAULTS[path]
+            raise LocatorError(f"no field {part!r} (a field the source omits is cited with |default)")
         node = values[index]
         if field == "param_str":
             node = yaml.safe_load(node.replace("!!python/tuple", ""))
+    if suffix == "default":
+        raise LocatorError(f"|default, but the source sets it ({node!r}): cite it without |default")
     return node
+
+
+# ---- numbers in quoted words --------------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.\-])(\d+(?:\.\d+)?)(k)?(?!\w|\.\d)")
+
+
+def numbers_in(words: str) -> list[int | float]:
+    """The numbers of a quote in order: `240k` -> 240000, `0.001` -> 0.001; none from names (conv3_1, VGG-16)."""
+    out = []
+    for digits, thousands in _NUMBER.findall(words):
+        value = float(digits) if "." in digits else int(digits)
+        out.append(value * 1000 if thousands else value)
+    return out
+
+
+def _quoted(locator: str, words: str, pick: str | None, text: str):
+    found = " ".join(words.split()) in " ".join(text.split())
+    if pick is None:
+        return found
+    if not found:
+        raise LocatorError(f"{locator!r}: the quoted words are not in the file")
+    numbers = numbers_in(words)
+    picked = [int(i) for i in pick.split("+")]
+    if max(picked) >= len(numbers):
+        raise LocatorError(f"{locator!r}: the quote holds {len(numbers)} numbers {numbers}, no [{max(picked)}]")
+    values = [numbers[i] for i in picked]
+    total = sum(values)
+    return round(total, 10) if isinstance(total, float) else total
 
 
 # ---- Python sources (py-faster-rcnn is Python 2: read by pattern, values by ast.literal_eval) -----------------
@@ -173,20 +238,33 @@ def resolve_file(pfr: Path, name: str) -> Path:
     return found[0]
 
 
-def read_value(locator: str, shared: Path):
-    """The value at `locator`; for a PAPER.md locator, True when the quoted words are there."""
+def split_quote(selector: str) -> tuple[str, str | None] | None:
+    """("words", "i+j" or None) of a quoted selector `"words"` / `"words"[i+j]`, or None when it is not one."""
+    m = re.fullmatch(r'"(.+)"(?:\[(\d+(?:\+\d+)*)\])?', selector, re.S)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def read_value(locator: str, root: Path = REFERENCE):
+    """The value at `locator` in the reference material under `root`; for a quote without [i], True when the
+    quoted words are there."""
     name, sep, selector = locator.partition(":")
     if not sep or not selector:
         raise LocatorError(f"{locator!r}: a locator is FILE:SELECTOR")
+    quote = split_quote(selector)
+    suffix = None
+    if quote is None and "|" in selector:
+        selector, _, suffix = selector.rpartition("|")
+        if suffix not in SUFFIXES:
+            raise LocatorError(f"{locator!r}: unknown suffix |{suffix} (known: {', '.join(SUFFIXES)})")
     if name == "PAPER.md":
-        words = re.fullmatch(r'"(.+)"', selector)
-        if not words:
+        if quote is None:
             raise LocatorError(f"{locator!r}: PAPER.md locators quote the words, PAPER.md:\"...\"")
-        paper = " ".join((shared / "PAPER.md").read_text(encoding="utf-8").split())
-        return " ".join(words.group(1).split()) in paper
+        return _quoted(locator, *quote, (root / "PAPER.md").read_text(encoding="utf-8"))
     if name == "d2":
         from detectron2.config import get_cfg
 
+        if suffix:
+            raise LocatorError(f"{locator!r}: |{suffix} is for prototxt locators")
         node = get_cfg()
         for part in selector.split("."):
             if part not in node:
@@ -194,17 +272,23 @@ def read_value(locator: str, shared: Path):
             node = node[part]
         return node
     if name.startswith("prototxt/"):  # MSRA's released ResNet prototxts beside py-faster-rcnn
-        path = shared / "reference" / name
+        path = root / name
     else:
-        path = resolve_file(shared / "reference" / "py-faster-rcnn", name)
+        try:
+            path = resolve_file(root / "py-faster-rcnn", name)
+        except LocatorError as err:
+            raise LocatorError(f"{locator!r}: {err}") from None
     if not path.is_file():
         raise LocatorError(f"{locator!r}: {path} does not exist")
     text = path.read_text(encoding="utf-8")
-    if words := re.fullmatch(r'"(.+)"', selector):  # quoted code: it occurs in the file
-        return " ".join(words.group(1).split()) in " ".join(text.split())
+    if quote is not None:  # quoted code: it occurs in the file (or one of its numbers)
+        return _quoted(locator, *quote, text)
+    if suffix and path.suffix != ".prototxt":
+        raise LocatorError(f"{locator!r}: |{suffix} is for prototxt locators")
     try:
         if path.suffix == ".prototxt":
-            return _prototxt_value(parse_prototxt(text), selector)
+            others = [p for p in sorted(root.rglob("*.prototxt")) if p != path]
+            return _prototxt_value(parse_prototxt(text), selector, suffix, others)
         if path.suffix == ".yml":
             value = yaml.safe_load(text)
             for part in selector.split("."):
@@ -219,7 +303,7 @@ def read_value(locator: str, shared: Path):
         else:
             value = _python_value(text, selector)
     except (LocatorError, ValueError, SyntaxError) as err:
-        raise LocatorError(f"{path}: {selector}: {err}") from None
+        raise LocatorError(f"{locator!r} ({path.relative_to(root)}): {err}") from None
     if value is _ABSENT:
-        raise LocatorError(f"{path}: {selector} not found")
+        raise LocatorError(f"{locator!r}: not found in {path.relative_to(root)}")
     return value

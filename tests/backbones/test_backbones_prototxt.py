@@ -1,4 +1,5 @@
-"""Ground truth: our ResNet-50/101 (default options) against MSRA's released Caffe deploy prototxts."""
+"""Ground truth: our ResNet-50/101 (default options) against MSRA's released Caffe deploy prototxts
+(tests/reference/prototxt, in the repository)."""
 
 import re
 
@@ -6,6 +7,9 @@ import pytest
 
 from backbones import create_model
 from backbones.blocks import Conv2dNorm
+from reference_sources import REFERENCE
+
+PROTOTXT = REFERENCE / "prototxt"
 
 
 def parse_prototxt_layers(text):
@@ -68,8 +72,8 @@ def caffe_convs(path):
 
 
 @pytest.mark.parametrize("depth", [50, 101])
-def test_resnet_matches_msra_prototxt(shared_dir, depth):
-    path = shared_dir / "reference" / "prototxt" / f"ResNet-{depth}-deploy.prototxt"
+def test_resnet_matches_msra_prototxt(depth):
+    path = PROTOTXT / f"ResNet-{depth}-deploy.prototxt"
     convs, bn_of, layers = caffe_convs(path)
     model = create_model(f"resnet{depth}")
     ours = {n: m for n, m in model.named_modules() if isinstance(m, Conv2dNorm)}
@@ -100,8 +104,8 @@ def test_resnet_matches_msra_prototxt(shared_dir, depth):
     assert model.fc.in_features == 2048
 
 
-def test_block_order_in_prototxt_follows_stage_and_index(shared_dir):
-    convs, _, _ = caffe_convs(shared_dir / "reference" / "prototxt" / "ResNet-101-deploy.prototxt")
+def test_block_order_in_prototxt_follows_stage_and_index():
+    convs, _, _ = caffe_convs(PROTOTXT / "ResNet-101-deploy.prototxt")
     res4 = sorted({caffe_name_to_ours(c["name"]).split(".")[1] for c in convs
                    if caffe_name_to_ours(c["name"]).startswith("res4")}, key=int)
     assert res4 == [str(i) for i in range(23)]  # res4a, res4b1..res4b22
