@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast test-d2main demo demo-quick lint benchmark device-check
+.PHONY: setup test test-fast test-d2main demo demo-full demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -28,12 +28,17 @@ test-d2main: setup
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
 
+# The main job's presets (detection/main_job/plan.py PRESETS). demo: one seed per leg, about 20 minutes on 2 cores;
+# demo-full: the converged comparison, 2 pretraining x 2 detection seeds, with the degradation experiment (~2.5 h);
+# demo-quick: the smoke path, the whole pipeline in a few minutes, not converged.
 demo: setup
-	$(PY) tools/main_job.py
+	$(PY) tools/main_job.py --preset demo
 
-# The smoke path: one seed of each leg, short schedules (not converged); shows the whole pipeline in a few minutes.
+demo-full: setup
+	$(PY) tools/main_job.py --preset full
+
 demo-quick: setup
-	$(PY) tools/main_job.py --quick --output-dir output/main_job_quick
+	$(PY) tools/main_job.py --preset quick
 
 lint: setup
 	$(PY) -m ruff check backbones detection classification tools tests

@@ -286,7 +286,7 @@ def test_a_killed_writers_temporary_files_go_when_the_next_run_takes_the_directo
 def test_ctrl_c_in_the_main_job_is_one_line(tmp_path):
     # SIGINT as at a terminal: a shell without job control starts background commands (`.ci/run &`) with SIGINT
     # ignored, and everything they start inherits that; Python then installs no KeyboardInterrupt handler
-    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--quick", "--output-dir", str(tmp_path / "job")],
+    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir", str(tmp_path / "job")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stdout.readline()  # "[main job] N stages ...; measuring ..." : it is running
@@ -302,7 +302,7 @@ def test_ctrl_c_in_the_main_job_is_one_line(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("[main job] interrupted"), err[-2000:]
     # `kill PID` once stages run: they are stopped too, not left running in their own sessions
-    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--quick", "--output-dir", str(tmp_path / "job")],
+    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir", str(tmp_path / "job")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # SIGINT as given
     t0 = time.time()
     while "started:" not in (line := proc.stdout.readline()):

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """The degradation experiment (paper Figs. 1 and 6): plain vs residual nets of two or more depths, same budget.
 
-    tools/degradation.py --models cifar_plain20 cifar_plain56 cifar_resnet20 cifar_resnet56 \\
-        --dataset fashion-mnist --iterations 600 --output-dir output/degradation
+    tools/degradation.py                      # the four nets on the cached embedded composites, 400 iterations
+    tools/degradation.py --models cifar_plain20 cifar_plain56 --dataset cifar10 --data-root DIR --iterations 64000
+
+The default is the main job's degradation recipe (detection/main_job/plan.py: `make demo-full` runs it with two
+seeds and compares the depths with the report's statistic) on the same cached composites and batch path as the
+pretraining: one seed here, about 10-15 minutes on 2 cores.
 
 Writes OUT/degradation.png (training error dashed, test error solid), OUT/degradation.md (table) and each run's
 directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the same models.
@@ -25,15 +29,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["cifar_plain20", "cifar_plain56", "cifar_resnet20",
                                                     "cifar_resnet56"])
-    ap.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "cifar10", "embedded"])
+    ap.add_argument("--dataset", default="embedded", choices=["embedded", "fashion-mnist", "cifar10"],
+                    help="embedded (default): Fashion-MNIST items composited at 32 px, rendered once and augmented "
+                         "in whole batches (the fast path); fashion-mnist / cifar10: per-image loading")
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--iterations", type=int, default=600)
+    ap.add_argument("--iterations", type=int, default=400)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
-    ap.add_argument("--eval-period", type=int, default=100)
+    ap.add_argument("--eval-period", type=int, default=50)
     ap.add_argument("--train-samples", type=int, default=None,
                     help="train on the first N training items (default: all; the paper's curves use all)")
     ap.add_argument("--val-samples", type=int, default=2000)
+    ap.add_argument("--holdout", type=int, default=None,
+                    help="embedded: score on the last N training items instead of the val split (choosing a budget)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layer-responses", action="store_true", help="also plot Fig. 7 for the trained models")
@@ -49,7 +57,8 @@ def _run(args) -> int:
     base = ClsConfig(dataset=args.dataset, data_root=args.data_root, iterations=args.iterations,
                      batch_size=args.batch_size, lr=args.lr, eval_period=args.eval_period,
                      checkpoint_period=args.iterations, train_samples=args.train_samples,
-                     val_samples=args.val_samples, workers=args.workers,
+                     val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,
+                     workers=args.workers,
                      seed=args.seed, milestones=(0.5, 0.75))
     histories = run_degradation(args.models, base, out)
     plot_curves(histories, out / "degradation.png",

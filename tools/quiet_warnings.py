@@ -1,7 +1,7 @@
-"""Imported by every tool before the project's packages: hides the one third-party warning that each run printed
-twice -- `torch.jit.script` is deprecated (a FutureWarning from fvcore's focal_loss module, imported by Detectron2).
-Nothing else is filtered; the project's own code does not script anything."""
+"""Imported by every tool before the project's packages: hides the two third-party warnings every run printed
+(classification.engine.cli.hide_third_party_warnings: fvcore's torch.jit.script FutureWarning, Detectron2's
+torch.meshgrid UserWarning). Nothing else is filtered."""
 
-from classification.engine.cli import hide_fvcore_jit_warning
+from classification.engine.cli import hide_third_party_warnings
 
-hide_fvcore_jit_warning()
+hide_third_party_warnings()

@@ -18,7 +18,7 @@ from backbones import CheckpointReadError, IncompatibleWeightsError
 from ..data.images import ImageReadError
 from .run_directory import RunDirectoryBusy
 
-__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments", "hide_fvcore_jit_warning"]
+__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments", "hide_third_party_warnings"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +57,17 @@ def user_errors(debug: bool = False, extra: tuple[type[BaseException], ...] = ()
         raise SystemExit(2) from None
 
 
-def hide_fvcore_jit_warning() -> None:
-    """Hide the one third-party warning every run printed twice: `torch.jit.script` is deprecated, a FutureWarning
-    from fvcore's focal_loss module (imported by Detectron2). Called by each tool (tools/quiet_warnings.py) and a
-    Slurm job (SubmititJob) before anything imports fvcore; nothing else is filtered."""
+def hide_third_party_warnings() -> None:
+    """Hide the two third-party warnings every run printed, about code that is not ours: `torch.jit.script` is
+    deprecated (a FutureWarning from fvcore's focal_loss module, imported by Detectron2) and torch.meshgrid's
+    indexing UserWarning (Detectron2's anchor generator; its "ij" default is the behaviour it relies on). Called by
+    each tool (tools/quiet_warnings.py), a spawned training process (launch._worker) and a Slurm job (SubmititJob)
+    before anything imports fvcore; nothing else is filtered."""
     import warnings
 
     warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"torch\.meshgrid: in an upcoming release, it will be required to "
+                                              r"pass the indexing argument", category=UserWarning)
 
 
 def warn_oversubscription(processes: int) -> None:

@@ -47,9 +47,11 @@ def _available_cpus() -> int:
 def _worker(local_rank: int, main_func: Callable, world_size: int, per_machine: int, machine_rank: int,
             dist_url: str, args: Sequence[Any], backend: str, timeout: timedelta,
             worker_init: Callable[[int, Any], None] | None) -> None:
+    from .cli import hide_third_party_warnings
     from .slurm import ignore_preemption_signal
 
     ignore_preemption_signal()  # under Slurm, only the task that spawned us handles it (checkpoint and requeue)
+    hide_third_party_warnings()  # a spawned process starts with Python's default filters
     rank = machine_rank * per_machine + local_rank
     dist.init_process_group(backend, init_method=dist_url, world_size=world_size, rank=rank, timeout=timeout)
     if backend == "nccl":

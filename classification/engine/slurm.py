@@ -145,9 +145,9 @@ class SubmititJob:
     def __setstate__(self, state: dict) -> None:  # in the job, before its first import of fvcore
         import importlib
 
-        from .cli import hide_fvcore_jit_warning
+        from .cli import hide_third_party_warnings
 
-        hide_fvcore_jit_warning()
+        hide_third_party_warnings()
         state = dict(state)
         module, name = state.pop("entry_name")
         self.__dict__.update(state)

@@ -25,9 +25,16 @@ from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG,
 from .graph import STOP_REQUESTED, Estimator, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
-from .plan import QUICK, MainJobPlan, PlanError, paper_config, plan_stages, validate_plan
+from .plan import DEFAULT_PRESET, PRESETS, MainJobPlan, PlanError, Stage, paper_config, plan_stages, validate_plan
 from .project import project_files
-from .results import chance_ap, generated_notes, job_results, summary_lines
+from .results import (
+    chance_ap,
+    degradation_lines,
+    degradation_notes,
+    generated_notes,
+    job_results,
+    summary_lines,
+)
 
 __all__ = ["main", "build_parser", "plan_from_args", "measure_step_seconds"]
 
@@ -45,6 +52,8 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
         if kind == "pretrain":
             leg = build_pretrain_step(model, width=plan.width, image_size=plan.pretrain_image_size,
                                       batch=plan.pretrain_batch)
+        elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
+            leg = build_pretrain_step(model, width=1.0, image_size=plan.pretrain_image_size, batch=128)
         else:
             leg = build_detection_leg(model, pretrained=init == "pretrained", width=plan.width,
                                       overrides=["DATALOADER.NUM_WORKERS", "0"])
@@ -58,11 +67,15 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
 def build_parser() -> argparse.ArgumentParser:
     d = MainJobPlan()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--output-dir", default="output/main_job", help="every stage, the report and the summary go here")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
+                    help="demo (make demo, default): one seed per leg, ~20 min on 2 cores; full (make demo-full): "
+                         "the converged 2 x 2-seed comparison with the degradation experiment, ~2.5 h; quick (make "
+                         "demo-quick): the smoke path, not converged. Options below override the preset")
+    ap.add_argument("--output-dir", default=None,
+                    help="every stage, the report and the summary go here (default: output/main_job for full, "
+                         "output/main_job_<preset> otherwise)")
     ap.add_argument("--fresh", action="store_true",
                     help="delete the stages, report and summary this job made under OUTPUT first, then run all")
-    ap.add_argument("--quick", action="store_true",
-                    help=f"the smoke path (make demo-quick): {QUICK}; shows the pipeline, not converged")
     ap.add_argument("--selection", action="store_true",
                     help="model selection on held-out training data (pretraining: the last 5,000 train items; "
                          "detection: embedded_train_fit -> embedded_train_holdout); never the val split")
@@ -82,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
     ap.add_argument("--detect-iterations", type=int, default=None)
+    ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
+                    help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
+                         "6, 7; on in the full preset)")
+    ap.add_argument("--without-degradation", dest="degradation", action="store_false")
+    ap.add_argument("--degradation-iterations", type=int, default=None)
+    ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -98,17 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def plan_from_args(args) -> MainJobPlan:
-    d = MainJobPlan()
-    base = replace(d, **QUICK) if args.quick else d
+    base = replace(MainJobPlan(), **PRESETS[args.preset])
     backbones = tuple(args.backbones) if args.backbones else base.backbones
     extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
     changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),
-                        ("detect_iterations", args.detect_iterations)):
+                        ("detect_iterations", args.detect_iterations),
+                        ("degradation_iterations", args.degradation_iterations),
+                        ("degradation_seeds", args.degradation_seeds)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
+    if args.degradation is not None:
+        changes["degradation"] = PRESETS["full"]["degradation"] if args.degradation else ()
     plan = replace(base, **changes)
     validate_plan(plan)
     return plan
@@ -168,7 +190,8 @@ def _main(argv: list[str] | None = None) -> int:
         raise PlanError(f"--gpu-tflops must be positive, got {args.gpu_tflops}")
     project_files()  # no checkout to run the stages from: say so now, not when the first stage starts
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    out = Path(args.output_dir).resolve()
+    out = Path(args.output_dir or ("output/main_job" if args.preset == "full" else f"output/main_job_{args.preset}"))
+    out = out.resolve()
     t_start = time.time()
     stages = plan_stages(plan, out)
     if args.slurm and not args.dry_run:
@@ -248,6 +271,35 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     return 0
 
 
+def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report: Path) -> list:
+    """The degradation experiment's report section: Figs. 1/6 (training and val error against iterations, first
+    seed of each net) and Fig. 7 (the std of each 3x3 layer's response on the val items), the summary's lines."""
+    if not results.degradation:
+        return []
+    from backbones import create_model, load_pretrained
+    from classification.analysis.degradation import plot_curves
+    from classification.analysis.layer_response import layer_response_std, plot_layer_responses
+    from classification.engine.run_files import FINAL_CHECKPOINT
+    from classification.engine.trainer import ClsConfig, build_datasets
+
+    report.mkdir(parents=True, exist_ok=True)
+    first = {d.model: next(iter(d.histories.items())) for d in results.degradation if d.histories}
+    plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png",
+                title=f"embedded composites, {plan.degradation_iterations} iterations of 128, lr 0.1")
+    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
+                                   val_samples=plan.pretrain_val_images, workers=0, output_dir=str(report)))[1]
+    responses = {}
+    for model, (run, _) in first.items():
+        net = create_model(model, num_classes=len(val.classes))
+        load_pretrained(net, next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)
+        responses[model] = layer_response_std(net, val, max_images=500)
+    plot_layer_responses(responses, str(report / "layer_responses.png"))
+    return [("Degradation (paper Figs. 1, 6, 7)", [*degradation_lines(results), *degradation_notes(results, plan)],
+             [("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
+              ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU) "
+                                      "on 500 val items")])]
+
+
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     import detection  # noqa: F401  (registers the embedded datasets)
@@ -264,7 +316,8 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
-                         notes=notes, chance={dataset: chance})
+                         notes=notes, chance={dataset: chance},
+                         sections=_degradation_section(results, plan, stages, out / "report"))
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON

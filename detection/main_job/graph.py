@@ -46,7 +46,7 @@ STOP_REQUESTED = threading.Event()
 
 def stage_done(stage: Stage) -> bool:
     """Finished = the tool's final checkpoint and its evaluation exist (run_files says what that is per tool)."""
-    if stage.kind == "pretrain":
+    if stage.kind in ("pretrain", "degradation"):  # tools/train_cls.py runs
         return read_classification_run(stage.out).finished
     return detection_run_finished(stage.out, stage.iterations)
 

@@ -22,7 +22,8 @@ from classification.engine.run_files import FINAL_CHECKPOINT
 
 from .project import project_files
 
-__all__ = ["MainJobPlan", "Stage", "QUICK", "leg_config_files", "plan_stages", "validate_plan", "PlanError"]
+__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
+           "PlanError"]
 
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
@@ -68,6 +69,11 @@ class MainJobPlan:
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
     scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # from-scratch controls (first detection seed)
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
+    # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
+    # one budget, on the same cached composites as the pretraining; () leaves it out.
+    degradation: tuple[str, ...] = ()
+    degradation_iterations: int = 400  # of 128 images at lr 0.1, x0.1 at 50% and 75% (both drops inside the budget)
+    degradation_seeds: tuple[int, ...] = (0, 1)
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -101,6 +107,17 @@ class MainJobPlan:
                 *(["--train-samples", str(self.pretrain_train_images)] if self.pretrain_train_images else []),
                 "--output-dir", str(out)]
 
+    def degradation_args(self, model: str, seed: int, out: Path) -> list[str]:
+        """The same recipe for every net (the paper's CIFAR lr 0.1 at batch 128, no zero-init, no warm-up): only the
+        depth and the shortcuts differ."""
+        n = self.degradation_iterations
+        val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
+               ["--val-samples", str(self.pretrain_val_images)])
+        return [str(project_files().tool("train_cls.py")), "--model", model, "--dataset", "embedded",
+                "--image-size", str(self.pretrain_image_size), "--iterations", str(n), "--batch-size", "128",
+                "--lr", "0.1", "--eval-period", str(max(1, n // 8)), "--checkpoint-period", str(max(1, n // 2)),
+                "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
+
     def detect_args(self, model: str, weights: Path | None, seed: int, out: Path) -> list[str]:
         configs = leg_config_files(model, pretrained=weights is not None)
         n = self.detect_iterations
@@ -114,8 +131,17 @@ class MainJobPlan:
                 "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule, *data]
 
 
-# The fast smoke path (`make demo-quick`): one seed of each, short schedules; shows the pipeline, not converged.
-QUICK = {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400}
+# The main job's presets (one tool, three budgets). full: the converged comparison, 2 pretraining x 2 detection
+# seeds (CONVERGENCE.md's schedules), with the degradation experiment; demo: one seed per leg at the schedules
+# CONVERGENCE.md measured on held-out training data to give both pretrained detectors AP50 > 85 (4 epochs: 24-26%
+# held-out error; 1600 detection iterations: AP50 85.5 / 92.7), about 20 minutes on 2 cores -- no backbone call
+# from one seed; quick: the smoke path, the pipeline in a few minutes, not converged.
+PRESETS = {
+    "full": {"degradation": ("cifar_plain20", "cifar_plain56", "cifar_resnet20", "cifar_resnet56")},
+    "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600},
+    "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
+}
+DEFAULT_PRESET = "demo"
 
 
 @dataclass
@@ -170,6 +196,12 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
         stages.append(Stage(f"Faster R-CNN {model} from scratch (control), detection seed {ds}", d,
                             plan.detect_args(model, None, ds, d), "detect", model, "scratch", n,
                             group=group_label(model, "scratch"), detect_seed=ds))
+    for seed in plan.degradation_seeds if plan.degradation else ():
+        for model in plan.degradation:
+            d = out / "degradation" / f"{model}_s{seed}"
+            stages.append(Stage(f"degradation: {model}, seed {seed} ({plan.degradation_iterations} iterations)", d,
+                                plan.degradation_args(model, seed, d), "degradation", model, "",
+                                plan.degradation_iterations, pretrain_seed=seed))
     return stages
 
 
@@ -179,7 +211,12 @@ def validate_plan(plan: MainJobPlan) -> None:
     for b in plan.backbones:
         if b not in known or model_info(b).family not in MAIN_JOB_FAMILIES:
             raise PlanError(f"--backbones {b!r}: not a VGG / ResNet / plain model of backbones.list_models()")
-    for name in ("pretrain_seeds", "detect_seeds"):
+    for b in plan.degradation:
+        if b not in known or model_info(b).family not in ("cifar_plain", "cifar_resnet"):
+            raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
+    if plan.degradation and not plan.degradation_iterations > 0:
+        raise PlanError(f"--degradation-iterations must be positive, got {plan.degradation_iterations}")
+    for name in ("pretrain_seeds", "detect_seeds", "degradation_seeds"):
         seeds = getattr(plan, name)
         if len(set(seeds)) != len(seeds):
             raise PlanError(f"--{name.replace('_', '-')} lists a seed twice ({list(seeds)}): n would count one run "

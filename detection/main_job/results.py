@@ -10,15 +10,16 @@ import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from backbones import model_info
 from classification.engine.run_files import read_classification_run
 
-from ..report.comparison import Comparison, Spread, spread
-from ..report.groups import PRETRAINING_RUN, compare_groups, group_runs
+from ..report.comparison import Comparison, Spread, compare, spread
+from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, group_runs
 from ..report.runs import load_run
 from .plan import MainJobPlan, Stage, group_label
 
-__all__ = ["JobResults", "GroupResult", "job_results", "summary_lines", "generated_notes", "chance_ap",
-           "DETECT_METRICS", "COMPARED_METRICS"]
+__all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "summary_lines", "generated_notes",
+           "degradation_lines", "degradation_notes", "chance_ap", "DETECT_METRICS", "COMPARED_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 COMPARED_METRICS = ("AP50", "AP")  # the backbone comparisons and the gains over scratch
@@ -37,12 +38,28 @@ class GroupResult:
 
 
 @dataclass
+class DegradationResult:
+    """One net of the degradation experiment over its seeds: final training error (the running error of the last
+    50 batches, augmentation on, as the paper's curves) and val error, and each seed's curves."""
+
+    model: str
+    residual: bool
+    depth: int
+    train_error: Spread | None
+    val_error: Spread | None
+    errors: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # "train"/"val" -> run -> [final]
+    histories: dict[str, dict] = field(default_factory=dict)  # run directory name -> history
+
+
+@dataclass
 class JobResults:
     pretraining: dict[str, Spread] = field(default_factory=dict)  # backbone -> val top-1 error (%) over seeds
     pretraining_images: dict[str, int] = field(default_factory=dict)  # backbone -> images seen by one run
     groups: list[GroupResult] = field(default_factory=list)
     gains: list[Comparison] = field(default_factory=list)  # pretrained vs scratch, per backbone and metric
     deltas: list[Comparison] = field(default_factory=list)  # each backbone vs the first, pretrained
+    degradation: list[DegradationResult] = field(default_factory=list)
+    degradation_comparisons: list[Comparison] = field(default_factory=list)  # deeper vs shallower, training error
 
     def group(self, backbone: str, init: str) -> GroupResult | None:
         return next((g for g in self.groups if g.backbone == backbone and g.init == init), None)
@@ -88,7 +105,31 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         other = by_label.get(group_label(model, "pretrained"))
         if base and other:
             out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
+    _degradation(out, [s for s in stages if s.kind == "degradation"])
     return out
+
+
+def _degradation(out: JobResults, stages: list[Stage]) -> None:
+    """Each net's final errors over its seeds, and for each kind of net (plain, residual) the deepest against the
+    shallowest on training error -- the paper's Fig. 6 question -- with the one statistic (seeds are the units)."""
+    for model in dict.fromkeys(s.model for s in stages):
+        runs = {s.out.name: read_classification_run(s.out) for s in stages if s.model == model}
+        done = {k: r for k, r in runs.items() if r.finished and r.history.get("train_error")}
+        train = {k: [r.history["train_error"][-1]] for k, r in done.items()}
+        val = {k: [r.top1_error] for k, r in done.items()}
+        info = model_info(model)
+        out.degradation.append(DegradationResult(model, info.residual, info.depth, spread(train, RUN),
+                                                 spread(val, RUN), {"train": train, "val": val},
+                                                 {k: r.history for k, r in done.items()}))
+    for residual in (False, True):
+        nets = sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
+                      key=lambda d: d.depth)
+        if len(nets) >= 2:
+            deep, shallow = nets[-1], nets[0]
+            c = compare("training error", deep.model, deep.errors["train"], RUN, shallow.model,
+                        shallow.errors["train"], RUN, higher_is_better=False)
+            if c is not None:
+                out.degradation_comparisons.append(c)
 
 
 def _pm(stat: Spread | None, nd: int = 1, unit: str = "") -> str:
@@ -125,7 +166,18 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
         lines.append("  (no backbone call from one pretraining seed per backbone: `tools/main_job.py "
                      "--pretrain-seeds 0 1 2` runs three, the seeds the interval needs)")
     lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
+    if results.degradation:
+        lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of 128 at "
+                     f"{plan.pretrain_image_size} px, the same recipe; final errors over seeds):")
+        lines += [f"  {ln}" for ln in degradation_lines(results)]
     return lines
+
+
+def degradation_lines(results: JobResults) -> list[str]:
+    """Each net's final errors and the deeper-vs-shallower comparisons, one line each."""
+    lines = [f"{d.model:<16} training error {_pm(d.train_error, unit='%'):<22} val error {_pm(d.val_error, unit='%')}"
+             for d in results.degradation]
+    return lines + [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons]
 
 
 def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
@@ -157,6 +209,11 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
         else:
             notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}: no effect of pretraining is "
                          "established.")
+    if any(c.interval is None for c in results.deltas):
+        notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
+                     "(the unit that varies a backbone is its pretraining run); `make demo-full` (2 pretraining x 2 "
+                     "detection seeds) or `tools/main_job.py --pretrain-seeds 0 1 2` gives one.")
+    notes += degradation_notes(results, plan)
     pre = results.pretraining
     for c in results.deltas:
         if c.metric != "AP50":
@@ -173,6 +230,26 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                      f"{pre[b].mean:.1f}%; AP by object size in the table. This job does not measure what "
                      "causes the difference; no cause is claimed.")
         notes.append(text)
+    return notes
+
+
+def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
+    """What the degradation experiment shows, whichever way it falls (the paper: the deeper plain net has the higher
+    training error, the deeper residual net the lower)."""
+    notes = []
+    for c in results.degradation_comparisons:
+        kind = "plain" if not model_info(c.a).residual else "residual"
+        if c.call is None:
+            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b} training error {c.describe()}: no difference "
+                         f"established after {plan.degradation_iterations} iterations.")
+        elif c.call == c.b:
+            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error "
+                         f"({c.describe()})" + (" -- the paper's degradation problem." if kind == "plain" else
+                                               " -- unlike the paper, where the deeper residual net trains better."))
+        else:
+            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error "
+                         f"({c.describe()})" + (" -- as the paper's residual nets." if kind == "residual" else
+                                               " -- no degradation at this budget."))
     return notes
 
 

@@ -4,10 +4,10 @@ Every comparison the project prints -- the report's table, the main job's summar
 -- is a `Comparison` made by `compare()` here and rendered by `Comparison.describe()`; nothing parses its text.
 
 **The unit that varies.** Runs of a group are nested: detection runs that start from the same pretrained weights
-share one backbone, so they are not independent samples of "this backbone design". The unit of a group is the
-highest level that varies inside it: the pretraining run when its runs start from more than one set of weights
-(the main job: pretraining seeds, detection seeds nested under each), otherwise the single run (one set of
-weights, or none: the detection seed is all that varies). A group's value is the mean of its unit means.
+share one backbone, so they are not independent samples of "this backbone design". The unit of a pretrained group
+is its pretraining run (the main job: pretraining seeds, detection seeds nested under each; one checkpoint is one
+unit however many detection seeds ran from it); the unit of a group trained from scratch is the run, whose seed
+initialises the backbone. A group's value is the mean of its unit means.
 
 **The interval: Welch's t on the unit means** -- the interval of the balanced nested random-effects model for the
 difference of two fixed means (each unit mean carries the between-unit variance plus its detection runs'
@@ -66,13 +66,14 @@ class Comparison:
     runs: tuple[int, int]
     units_needed: int | None  # per group, at the observed means and spreads, for the interval to exclude 0
     why_no_interval: str | None = None
+    higher_is_better: bool = True  # False for errors: the group "ahead" is the one with the lower value
 
     @property
     def call(self) -> str | None:
-        """The name of the group ahead when the interval excludes 0, else None."""
+        """The name of the group ahead (higher, or lower for an error) when the interval excludes 0, else None."""
         if self.interval is None or self.interval[0] <= 0.0 <= self.interval[1]:
             return None
-        return self.a if self.delta > 0 else self.b
+        return self.a if (self.delta > 0) == self.higher_is_better else self.b
 
     def cell(self, nd: int = 2) -> str:
         """A table cell: the interval, P(A > B) and the call (the table's Δ column holds delta)."""
@@ -97,7 +98,8 @@ class Comparison:
         lo, hi = self.interval
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]"
         if self.call is not None:
-            return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead"
+            return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
+                "" if self.higher_is_better else f" (lower {self.metric})")
         need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at the "
                 "observed spread" if self.units_needed else "")
         return f"{head}, {ci}, {p} ({counts}) -- no call: the interval includes 0{need}"
@@ -141,10 +143,11 @@ def _welch(var_a: float, n_a: int, var_b: float, n_b: int) -> tuple[float, float
     return se, (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
 
 
-def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b: Values, unit_b: str
-            ) -> Comparison | None:
+def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b: Values, unit_b: str, *,
+            higher_is_better: bool = True) -> Comparison | None:
     """A vs B on `metric`; values_* map each unit (a pretraining run, or a run) to its runs' values; unit_* name
-    what a unit is. None when a side has no finite value."""
+    what a unit is; higher_is_better=False for an error (which side a call names). None when a side has no finite
+    value."""
     va, vb = _clean(values_a), _clean(values_b)
     if not va or not vb:
         return None
@@ -157,7 +160,8 @@ def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b
     if min(units) < 2:
         one, unit = (a, unit_a) if len(ma) < 2 else (b, unit_b)
         return Comparison(metric, a, b, unit_a, unit_b, delta, None, None, p, units, runs, None,
-                          f"{one} has one {unit}: its spread is unknown (run at least 2 {unit}s per group)")
+                          f"{one} has one {unit}: its spread is unknown (run at least 2 {unit}s per group)",
+                          higher_is_better)
     var_a, var_b = statistics.variance(ma), statistics.variance(mb)
     se, df = _welch(var_a, len(ma), var_b, len(mb))
     half = t_quantile(0.5 + LEVEL / 2, df) * se
@@ -168,7 +172,8 @@ def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b
             if t_quantile(0.5 + LEVEL / 2, df_k) * se_k < abs(delta):
                 needed = k
                 break
-    return Comparison(metric, a, b, unit_a, unit_b, delta, (delta - half, delta + half), df, p, units, runs, needed)
+    return Comparison(metric, a, b, unit_a, unit_b, delta, (delta - half, delta + half), df, p, units, runs, needed,
+                      None, higher_is_better)
 
 
 # ---- Student's t quantile (no scipy dependency for one function) ------------------------------------------------

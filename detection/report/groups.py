@@ -2,8 +2,10 @@
 group's units (`comparison.Spread`), and comparisons between groups (`compare_groups` -> `comparison.Comparison`).
 
 Two runs belong together when their config.yaml files are identical after removing SEED and OUTPUT_DIR and they
-were evaluated on the same dataset files. A group's unit is the pretraining run when its runs start from more
-than one set of weights (detection seeds nest under each), else the single run: see comparison.py.
+were evaluated on the same dataset files. A group's unit is the pretraining run when its runs start from
+pretrained weights (detection seeds nest under each set of weights; one set of weights is one unit, however many
+detection seeds ran from it), else the single run (from scratch, the seed initialises the backbone): see
+comparison.py.
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ class RunGroup:
 
     @property
     def unit(self) -> str:
-        """PRETRAINING_RUN when the finished runs start from more than one set of weights, else RUN."""
-        return PRETRAINING_RUN if len({r.weights for r in self.finished}) > 1 else RUN
+        """PRETRAINING_RUN when the finished runs start from pretrained weights, RUN for runs from scratch."""
+        return PRETRAINING_RUN if any(r.weights for r in self.finished) else RUN
 
     def unit_of(self, run: RunResult) -> str:
         """The unit a run belongs to: its weights' run directory, or the run itself."""

@@ -166,14 +166,19 @@ def _condition_notes(groups: list[RunGroup]) -> list[str]:
             f"{solver.get('WEIGHT_DECAY', '?')}), evaluated on {r.dataset or '?'}"
             + (f" ({', '.join(f'{k}: {v}' for k, v in r.conventions.items())})" if r.conventions else "")
             + f"; seeds: {seeds}.")
-    diff = differing_keys([g for g in groups if g.first.config])
-    if len(groups) > 1:
-        if diff:
-            notes.append("What differs between these configurations (SEED and OUTPUT_DIR aside): " + "; ".join(
-                f"{k}: {' | '.join(str(v) for v in vals)}" for k, vals in diff.items()) + ".")
-        else:
-            notes.append("These configurations are identical apart from SEED and OUTPUT_DIR.")
     return notes
+
+
+def _differences(groups: list[RunGroup]) -> tuple[list[str], list[list]] | str | None:
+    """What differs between the configurations (SEED and OUTPUT_DIR aside) as a table, a key per row and a group
+    per column; a sentence when nothing does; None for a single group."""
+    configured = [g for g in groups if g.first.config]
+    if len(configured) < 2:
+        return None
+    diff = differing_keys(configured)
+    if not diff:
+        return "These configurations are identical apart from SEED and OUTPUT_DIR."
+    return ["config key", *[g.name for g in configured]], [[k, *[str(v) for v in vals]] for k, vals in diff.items()]
 
 
 def _with_interval(g: RunGroup, key: str) -> str:
@@ -327,13 +332,15 @@ def strict_json(obj) -> str:
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
-                 groups: list[str] | None = None) -> dict[str, Path]:
+                 groups: list[str] | None = None,
+                 sections: list[tuple[str, list[str], list[tuple[str, str]]]] = ()) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
         finished one); notes: lines printed under the title before the generated ones; chance: {dataset: COCO
         stats of random boxes} (a row in that dataset's table); groups: a group label per run directory (default:
-        runs whose configs differ only in SEED form a group).
+        runs whose configs differ only in SEED form a group); sections: (title, lines, [(figure file in out_dir,
+        caption)]) placed after the results table (the main job's degradation experiment).
     """
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
@@ -354,7 +361,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     for kind in kinds:  # the headline: one row per group, the columns a model-zoo reader knows
         head, rows = _zoo_table([g for g in groups if g.first.kind == kind], kind)
         if rows:
-            text = ("n: runs (pretraining runs x detection runs where a group's runs start from several). Box AP: "
+            text = ("n: runs (pretraining runs x detection runs per pretraining run where they differ). Box AP: "
                     "mean [95% interval over the group's units] (± sd where one unit). Train s/iter: mean of the "
                     "logged iteration times over iterations 100-500, or the middle 80% of shorter runs; inference "
                     "s/im: the model's forward in eval mode at batch 1, loader excluded; train mem: "
@@ -364,6 +371,20 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             sections_html.append(f"<h2>{label}</h2>{_html_table(head, rows)}<p>{html.escape(text)}</p>")
             zoo_json[kind] = {"columns": head, "rows": rows}
             csv_rows += [["table", *head]] + [[f"{kind}_zoo", *row] for row in rows]
+    panel, panel_notes = _panel(groups, out)  # the main figure, right below the results
+    if panel:
+        sections_md.append("## Detections on val images\n\n" + "".join(f"{_md(n)}\n\n" for n in panel_notes)
+                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in panel))
+        sections_html.append("<h2>Detections on val images</h2>" + "".join(
+            f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
+            f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
+            for f, cap in panel))
+    for title, lines, figures in sections:
+        sections_md.append(f"## {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in lines)
+                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in figures))
+        sections_html.append(f"<h2>{html.escape(title)}</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in lines)
+                             + "".join(f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>'
+                                       f"{html.escape(cap)}</figcaption></figure>" for f, cap in figures))
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
@@ -371,8 +392,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
         text = " ".join(table_notes) + (
             " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "
-            "(Welch's t over each group's units: the pretraining runs when a group's runs start from several, else "
-            "the runs), P(A>B) = the chance that a run of A beats a run of B; a call only when the interval "
+            "(Welch's t over each group's units: a pretrained group's pretraining runs, detection runs nested under "
+            "them; a from-scratch group's runs), P(A>B) = the chance that a run of A beats a run of B; a call only when the interval "
             "excludes 0.")
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
@@ -387,6 +408,13 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                             if other is not None and other is not g
                             for c in [compare_groups(g, other, main)] if c is not None]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
+    differences = _differences(groups)
+    if isinstance(differences, tuple):
+        sections_md.append("## What differs between the configurations\n\n" + _markdown_table(*differences) + "\n")
+        sections_html.append("<h2>What differs between the configurations</h2>" + _html_table(*differences))
+    elif differences:
+        sections_md.append(f"## What differs between the configurations\n\n{differences}\n")
+        sections_html.append(f"<h2>What differs between the configurations</h2><p>{differences}</p>")
     conditions = _condition_notes(groups)
     sections_md.append("## Conditions (read from the runs)\n\n" + "".join(f"- {_md(n)}\n" for n in conditions))
     sections_html.append("<h2>Conditions (read from the runs)</h2><ul>" + "".join(
@@ -408,13 +436,12 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     status_rows = [[r.name, r.status, r.path] for r in runs]
     sections_md.append("## Runs\n\n" + _markdown_table(["run", "status", "directory"], status_rows) + "\n")
     sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows))
-    panel, panel_notes = _panel(groups, out)
-    plots = panel + detection_plots(groups, out)
-    sections_md.append("## Plots\n\n" + "".join(f"{_md(n)}\n\n" for n in panel_notes)
-                       + "\n\n".join(f"![{_md(cap)}]({f})" for f, cap in plots) + "\n")
-    sections_html.append("<h2>Plots</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
+    plots = detection_plots(groups, out)
+    sections_md.append("## Plots\n\n" + "\n\n".join(f"![{_md(cap)}]({f})" for f, cap in plots) + "\n")
+    sections_html.append("<h2>Plots</h2>" + "".join(
         f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
         for f, cap in plots))
+    plots = panel + plots
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
     notes = list(notes or [])
@@ -432,7 +459,9 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")
     atomic_write_text(paths["json"], strict_json({
-        "results": zoo_json, "tables": table_json, "conditions": conditions, "chance": chance or {},
+        "results": zoo_json, "tables": table_json, "conditions": conditions,
+        "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
+                        else differences), "chance": chance or {},
         "groups": [{"name": g.name, "runs": [r.name for r in g.runs], "backbone": g.first.backbone,
                     "width": g.first.width, "init": g.first.init, "n": g.n, "seeds": g.seeds,
                     "unit": g.unit, "metrics": {k: asdict(m) for k, m in g.metrics.items()}}

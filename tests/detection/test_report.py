@@ -48,8 +48,8 @@ def test_html_is_well_formed_and_its_images_exist(tmp_path):
                            "ap_vs_flops.png"}
     for src in images:
         assert (tmp_path / "report" / src).stat().st_size > 2000
-    # the results table (model-zoo columns), the COCO table (metrics | comparisons) and the run status
-    assert len(root.findall(".//h:table", ns)) == 4
+    # the results table (model-zoo columns), the COCO table (metrics | comparisons), what differs, the run status
+    assert len(root.findall(".//h:table", ns)) == 5
 
 
 def test_partial_and_mixed_inputs(tmp_path):
@@ -192,7 +192,11 @@ def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tm
     assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px, 900 iterations of 64 " \
            "(57,600 images, lr 0.1), val top-1 error 41.0%" in md
     assert "r101_scratch: resnet101 x0.25, from scratch" in md
-    assert "What differs between these configurations" in md and "MODEL.WEIGHTS" in md
+    differs = md.split("## What differs between the configurations\n\n")[1].split("\n\n")[0].splitlines()
+    assert differs[0] == "| config key | r101_pretrained | r101_scratch |"  # a row per key, a column per group
+    assert any(row.startswith("| MODEL.WEIGHTS | ") for row in differs)
+    assert md.index("## Results") < md.index("## COCO-style box AP") < md.index("## What differs") < md.index(
+        "## Conditions")  # headline first: results, comparisons, then what differs and the conditions
     assert "## Pretraining" in md and (tmp_path / "report" / "pretraining.png").stat().st_size > 2000
 
 

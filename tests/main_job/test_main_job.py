@@ -9,7 +9,8 @@ import torch
 from conftest import run_tool
 
 TINY = ["--pretrain-seeds", "0", "--seeds", "0", "--pretrain-epochs", "3", "--pretrain-images", "128",
-        "--pretrain-val-images", "64", "--detect-iterations", "3"]
+        "--pretrain-val-images", "64", "--detect-iterations", "3", "--with-degradation", "--degradation-iterations",
+        "2", "--degradation-seeds", "0", "1"]
 
 
 @pytest.mark.slow
@@ -17,7 +18,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     out = tmp_path / "job"
     first = run_tool("tools/main_job.py", "--output-dir", out, *TINY, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert first.stdout.count("[main job] started: ") == 6 and "min of stages (measured step times)" in first.stdout
+    assert first.stdout.count("[main job] started: ") == 6 + 8 and "min of stages (measured step times)" in first.stdout
     for model in ("vgg16_bn", "resnet101"):
         pre_dir = out / "pretrain" / f"{model}_p0"
         ckpt = pre_dir / "model_final.pth"
@@ -54,10 +55,23 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     assert delta["metric"] == "AP50" and delta["interval"] is None and "one pretraining run" in delta["why_no_interval"]
     assert "no backbone call from one pretraining seed" in summary
 
+    # the degradation experiment: 4 nets x 2 seeds, compared deeper vs shallower with seeds as units, in the report
+    assert [d["model"] for d in results["degradation"]] == ["cifar_plain20", "cifar_plain56", "cifar_resnet20",
+                                                            "cifar_resnet56"]
+    assert all(d["train_error"]["units"] == 2 for d in results["degradation"])
+    assert [(c["a"], c["b"], c["metric"]) for c in results["degradation_comparisons"]] == [
+        ("cifar_plain56", "cifar_plain20", "training error"), ("cifar_resnet56", "cifar_resnet20", "training error")]
+    assert all(c["interval"] is not None and not c["higher_is_better"] for c in results["degradation_comparisons"])
+    assert "## Degradation (paper Figs. 1, 6, 7)" in md and "cifar_plain56 vs cifar_plain20: Δtraining error" in md
+    for png in ("degradation.png", "layer_responses.png"):
+        assert (report / png).stat().st_size > 1000
+    assert "Degradation (plain vs residual CIFAR nets, 2 iterations" in summary
+
     again = run_tool("tools/main_job.py", "--output-dir", out, *TINY, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("[main job] reused: ") == 6 and "started: " not in again.stdout
+    assert again.stdout.count("[main job] reused: ") == 6 + 8 and "started: " not in again.stdout
 
-    other = run_tool("tools/main_job.py", "--output-dir", out, *TINY[:-1], "4", timeout=600)
+    longer = [*TINY[:TINY.index("--detect-iterations") + 1], "4", *TINY[TINY.index("--detect-iterations") + 2:]]
+    other = run_tool("tools/main_job.py", "--output-dir", out, *longer, timeout=600)
     assert other.returncode == 1 and "was made by other settings" in other.stderr and "--fresh" in other.stderr
     assert (out / "detect" / "vgg16_bn_scratch_d0" / "model_final.pth").is_file()  # nothing was overwritten
