@@ -1,4 +1,4 @@
-"""The poor cases of bad input (issue #24, round three): each used to end in a traceback, an unclear message, or a
+"""The poor cases of bad input: each used to end in a traceback, an unclear message, or a
 message that pointed the wrong way; each now gives one line that names the file, key or option, and loses
 nothing. (The dangerous cases -- silently wrong numbers, overwritten runs -- are in test_bad_input.py.)"""
 
@@ -286,9 +286,9 @@ def test_a_killed_writers_temporary_files_go_when_the_next_run_takes_the_directo
 def test_ctrl_c_in_the_main_job_is_one_line(tmp_path):
     # SIGINT as at a terminal: a shell without job control starts background commands (`.ci/run &`) with SIGINT
     # ignored, and everything they start inherits that; Python then installs no KeyboardInterrupt handler
-    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir", str(tmp_path / "job")],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir",
+                             str(tmp_path / "job")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stdout.readline()  # "[main job] N stages ...; measuring ..." : it is running
     assert "[main job]" in first, first
     time.sleep(1)
@@ -302,8 +302,9 @@ def test_ctrl_c_in_the_main_job_is_one_line(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("[main job] interrupted"), err[-2000:]
     # `kill PID` once stages run: they are stopped too, not left running in their own sessions
-    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir", str(tmp_path / "job")],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # SIGINT as given
+    proc = subprocess.Popen([sys.executable, "tools/main_job.py", "--preset", "quick", "--output-dir",
+                             str(tmp_path / "job")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # SIGINT as given
     t0 = time.time()
     while "started:" not in (line := proc.stdout.readline()):
         assert line, proc.stderr.read()[-2000:]

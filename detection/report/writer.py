@@ -393,8 +393,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         text = " ".join(table_notes) + (
             " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "
             "(Welch's t over each group's units: a pretrained group's pretraining runs, detection runs nested under "
-            "them; a from-scratch group's runs), P(A>B) = the chance that a run of A beats a run of B; a call only when the interval "
-            "excludes 0.")
+            "them; a from-scratch group's runs), P(A>B) = the chance that a run of A beats a run of B; a call only "
+            "when the interval excludes 0.")
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
         comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", default=None, help="also write the figures as Markdown to this file")
     ap.add_argument("--baseline-commit", default=BASELINE_COMMIT,
                     help="main_job_detect_vs_commit: the commit whose code is the other side (default: the main "
-                         "job before issue #20's efficiency work)")
+                         "job before its detection-iteration efficiency work)")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads (default: every CPU); the main job runs each stage at 1, two at a time")
     args = ap.parse_args(argv)

@@ -29,7 +29,7 @@ from .stats import alternate, ratio_stats
 __all__ = ["BASELINE_COMMIT", "extract_commit", "training_data_digest", "LegWorker",
            "bench_main_job_detect_vs_commit"]
 
-# The commit issue #20 was filed at: the main job before its efficiency work (the "today" of its targets).
+# The main job before its efficiency work (the "today" its speed targets were set against).
 BASELINE_COMMIT = "36a7492"
 
 
