@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MIN_CHANNELS", "check_width", "scale_channels"]
+__all__ = ["MIN_CHANNELS", "MAX_WIDTH", "check_width", "scale_channels"]
 
 MIN_CHANNELS = 8  # below this, BN/GN statistics and the 3x3 convs degenerate
+# The widest multiplier any entry point accepts (detection's MODEL.BACKBONES.WIDTH, classification's
+# --model-option width=, create_model): weights grow with width^2, and ResNet-50 at 16 is already ~6 G parameters;
+# width 64 asked for ~180 GB and was allocated until the machine ran out of memory.
+MAX_WIDTH = 16
 
 
 def check_width(width) -> float:
@@ -21,6 +25,9 @@ def check_width(width) -> float:
         raise ValueError(f"width must be a positive number (e.g. 0.25), got {width!r} ({type(width).__name__})")
     if not math.isfinite(width) or width <= 0:
         raise ValueError(f"width must be a positive number (e.g. 0.25), got {width!r}")
+    if width > MAX_WIDTH:
+        raise ValueError(f"width {width!r} is above the largest multiplier, {MAX_WIDTH} (weights grow with width^2: "
+                         f"ResNet-50 at {MAX_WIDTH} has ~6 G parameters)")
     return float(width)
 
 

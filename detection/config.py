@@ -80,8 +80,10 @@ def check_run_config(cfg: CN) -> None:
         if isinstance(node, bool) or not isinstance(node, int) or node < low:
             problems.append(f"{key} {node!r}: an integer >= {low}")
     width = cfg.MODEL.BACKBONES.WIDTH
-    if not finite(width) or not 0 < width <= 16:
-        problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, 16]")
+    from backbones.width import MAX_WIDTH
+
+    if not finite(width) or not 0 < width <= MAX_WIDTH:
+        problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, {MAX_WIDTH}]")
     from .datasets.validation import dataset_name_problem
 
     for key in ("TRAIN", "TEST"):
@@ -98,6 +100,20 @@ def check_run_config(cfg: CN) -> None:
     if head in ("BackbonesRes5ROIHeads", "BackbonesVGGROIHeads") and list(cfg.MODEL.ROI_HEADS.IN_FEATURES) != feats:
         problems.append(f"MODEL.ROI_HEADS.IN_FEATURES {list(cfg.MODEL.ROI_HEADS.IN_FEATURES)} with "
                         f"MODEL.BACKBONES.OUT_FEATURES {feats}: the {head} head pools the trunk's one output")
+    for key, low in (("INPUT.MIN_SIZE_TEST", 0), ("INPUT.MAX_SIZE_TEST", 1), ("INPUT.MAX_SIZE_TRAIN", 1)):
+        value = cfg.INPUT[key.split(".")[1]]  # MIN_SIZE_TEST -5 trained to the end, then failed unnamed
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            problems.append(f"{key} {value!r}: an integer >= {low}" + (" (0: no resizing)" if low == 0 else ""))
+    sizes = cfg.INPUT.MIN_SIZE_TRAIN
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    if not sizes or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in sizes):
+        problems.append(f"INPUT.MIN_SIZE_TRAIN {cfg.INPUT.MIN_SIZE_TRAIN!r}: integers >= 1")
+    steps = list(cfg.SOLVER.STEPS)
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in steps) or steps != sorted(steps):
+        problems.append(f"SOLVER.STEPS {tuple(steps)}: increasing iteration numbers >= 1")
+    seed = cfg.SEED
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed >= 2 ** 32:
+        problems.append(f"SEED {seed!r}: an integer below 2**32 (negative: a random seed)")
     if problems:
         raise ValueError("config: " + "; ".join(problems))
 

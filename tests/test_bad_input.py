@@ -624,6 +624,9 @@ def test_train_and_evaluation_class_lists_must_agree(tmp_path):
     (["OUTPUT_DIR", ""], 'OUTPUT_DIR "": a run needs a directory'),
     (["EVAL.COCO_BACKEND", "cocoapi"], "EVAL.COCO_BACKEND 'cocoapi'"),
     (["MODEL.BACKBONES.OUT_FEATURES", '["res5"]'], "IN_FEATURES .* with MODEL.BACKBONES.OUT_FEATURES"),
+    (["INPUT.MIN_SIZE_TEST", "-5"], r"INPUT.MIN_SIZE_TEST -5: an integer >= 0 \(0: no resizing\)"),
+    (["SOLVER.STEPS", "(30, 20)"], r"SOLVER.STEPS \(30, 20\): increasing iteration numbers"),
+    (["SEED", str(2 ** 40)], r"SEED 1099511627776: an integer below 2\*\*32"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""
@@ -632,3 +635,147 @@ def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", opts, read_weights=False)
     with pytest.raises(ValueError, match=match):
         check_run_config(cfg)
+
+
+# ---- silently wrong before: classification subsets, CIFAR batches, width --------------------------------------------
+
+def test_sample_subsets_are_stratified_seeded_and_recorded(tmp_path, caplog):
+    """`--val-samples 4` evaluated the first 4 files of a class-sorted folder -- all one class (a 2-iteration model:
+    top-1 100%); `--train-samples` trained on one class the same way."""
+    from classification.engine.trainer import build_datasets
+
+    for split in ("train", "val"):
+        for c in ("a", "b", "c"):
+            (tmp_path / split / c).mkdir(parents=True)
+            for i in range(6):
+                Image.new("RGB", (8, 8)).save(tmp_path / split / c / f"{i}.png")
+    (tmp_path / "train" / "a" / "._0.png").write_bytes(b"\0\5")  # a macOS resource fork is not an image
+    cfg = ClsConfig(dataset="imagefolder", data_root=str(tmp_path), train_samples=7, val_samples=4,
+                    output_dir=str(tmp_path / "out"))
+    with caplog.at_level(logging.INFO, logger="classification"):
+        train, val, _ = build_datasets(cfg)
+    labels = [[ds.dataset.samples[i][1] for i in ds.indices] for ds in (train, val)]
+    assert sorted(np.bincount(labels[0], minlength=3)) == [2, 2, 3] and len(set(labels[1])) == 3
+    assert val.selection.startswith("val_samples 4: 4 of 18 items, stratified by class and seeded (data_seed 0)")
+    assert "stratified by class" in caplog.text
+    assert build_datasets(cfg)[0].indices == train.indices  # the same items every time, for every training seed
+    assert len(train.dataset) == 18 and not any("._" in p for p, _ in train.dataset.samples)
+    assert build_datasets(ClsConfig(**{**cfg.__dict__, "data_seed": 1}))[0].indices != train.indices
+
+
+def _cifar(tmp_path, data, labels, name="test_batch"):
+    import pickle
+
+    with open(tmp_path / name, "wb") as f:
+        pickle.dump({b"data": data, b"labels": labels}, f, protocol=2)
+
+
+@pytest.mark.parametrize("data,labels,match", [
+    (np.random.default_rng(0).uniform(0, 1, (4, 3072)).astype(np.float32), [0, 1, 2, 3],
+     r"test_batch: data is float32; CIFAR-10 batches hold uint8 pixels 0-255"),
+    (np.full((4, 3072), 300, np.int16), [0, 1, 2, 3], r"test_batch: data \(int16\) has values 300..300; CIFAR-10"),
+    (np.zeros((4, 3072), np.uint8), [0, 1, 2], r"test_batch: 4 images but 3 labels"),
+    (np.zeros((4, 3072), np.uint8), [0, 1, 2, 10], r"test_batch: labels must be a list of integers 0..9"),
+])
+def test_cifar_batches_that_a_cast_would_change_are_refused(tmp_path, data, labels, match):
+    """float32 data in [0, 1] was cast to uint8 (every pixel 0 or 1: black images, exit 0), int16 wrapped; a batch
+    with fewer labels than images shifted the labels of every later batch."""
+    from classification.data.datasets import Cifar10
+
+    _cifar(tmp_path, data, labels)
+    with pytest.raises(ValueError, match=match):
+        Cifar10(tmp_path, "test")
+    _cifar(tmp_path, np.full((4, 3072), 255, np.int64), [0, 1, 2, 3])  # integers within 0-255 read unchanged
+    assert np.asarray(Cifar10(tmp_path, "test")[0][0]).max() == 255
+
+
+def test_classification_width_is_bounded_as_detection_s():
+    """`train_cls --model-option width=64` allocated ~180 GB of weights; detection capped MODEL.BACKBONES.WIDTH at
+    16. One bound (backbones.width.MAX_WIDTH) for both, refused before any weight exists."""
+    from backbones.width import MAX_WIDTH
+    from classification.engine.config import add_config_arguments, config_from_args
+
+    assert MAX_WIDTH == 16
+    with pytest.raises(ValueError, match=r"model option \(--model-option\) width 64 is above the largest multiplier, "
+                                         "16"):
+        ClsConfig(model_options={"width": 64})
+    with pytest.raises(ValueError, match="width 16.5 is above the largest multiplier"):
+        create_model("cifar_resnet20", width=16.5)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    with pytest.raises(ValueError, match="width 64 is above"):
+        config_from_args(parser.parse_args(["--model-option", "width=64"]))
+    assert ClsConfig(model_options={"width": 0.25}).model_options == {"width": 0.25}
+
+
+# ---- fields that escaped the one-line errors, found late, or dropped a valid box ---------------
+
+def _coco_file(tmp_path, spoil):
+    Image.new("RGB", (40, 30)).save(tmp_path / "a.jpg")
+    data = {"images": [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 3, 12, 10], "area": 120,
+                             "iscrowd": 0, "segmentation": [[2, 3, 14, 3, 14, 13]]}],
+            "categories": [{"id": 1, "name": "cat"}]}
+    spoil(data)
+    (tmp_path / "c.json").write_text(data["text"] if "text" in data else json.dumps(data))
+    return str(tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("spoil,match", [
+    (lambda d: d["annotations"][0].update(ignore=1), r"annotation id 1 \(annotations\[0\]\) has ignore 1; 'ignore' is "
+                                                      "not supported"),
+    (lambda d: d["images"][0].update(width="40"), r"images\[0\] \(id 1\) has width '40'; width and height are "
+                                                  "positive integers"),
+    (lambda d: d["categories"][0].update(name=5), r"categories\[0\] \(id 1\) has name 5; a category name is a "
+                                                  "non-empty string"),
+    (lambda d: d["annotations"][0].update(area="big"), r"annotation id 1 \(annotations\[0\]\) has area 'big'"),
+    (lambda d: d["annotations"][0].update(image_id=9), r"annotation 1 refers to image_id 9, which is not listed"),
+    (lambda d: d.pop("images"), r"no 'images' list"),
+    (lambda d: d.update(images=[]), r"'images' is empty"),
+    (lambda d: d.update(text="[" * 100_000 + "]" * 100_000), r"JSON nested too deeply"),
+])
+def test_coco_fields_that_escaped_the_one_line_errors(tmp_path, spoil, match):
+    """Each was a traceback (RecursionError, TypeError in evaluation, Detectron2's assertion on 'ignore') or a
+    silent loss (an annotation of an unlisted image); now one line naming the file, the entry and the field."""
+    with pytest.raises(DatasetFormatError, match="c.json: " + match):
+        load_coco_checked(_coco_file(tmp_path, spoil), str(tmp_path), "poor_coco")
+
+
+def test_an_invalid_polygon_keeps_its_box_and_num_classes_above_the_data_is_refused(tmp_path, tiny_data):
+    from detection.engine.data import check_num_classes
+
+    path = _coco_file(tmp_path, lambda d: d["annotations"][0].update(segmentation=[[2, 3, 14, 13]]))
+    assert len(load_coco_checked(path, str(tmp_path), "poor_polygon")[0]["annotations"]) == 1  # was dropped
+    DatasetCatalog.get("tiny_train")
+    cfg = get_detection_cfg(["configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                             "configs/Embedded-Detection/smoke.yaml"],
+                            ["MODEL.DEVICE", "cpu", "DATASETS.TRAIN", '("tiny_train",)',
+                             "MODEL.ROI_HEADS.NUM_CLASSES", "5"], read_weights=False)
+    with pytest.raises(ValueError, match=r"has 4 classes but MODEL.ROI_HEADS.NUM_CLASSES is 5: set "
+                                         r"MODEL.ROI_HEADS.NUM_CLASSES 4"):
+        check_num_classes(DatasetCatalog.get("tiny_train"), cfg)
+
+
+@pytest.mark.parametrize("case,match", [
+    ("size_inf", r"a.xml: <size> has a non-numeric or infinite width/height"),
+    ("utf16", r"trainval.txt: not UTF-8 text"),
+    ("empty_split", r"trainval.txt: no image ids \(an empty split file\)"),
+    ("missing_jpeg", r"1 of 1 images not found, e.g. \[.*a.jpg"),
+])
+def test_voc_files_named_before_training(tmp_path, case, match):
+    from detection.datasets import VOCFormatError, load_voc_instances
+
+    for d in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (tmp_path / d).mkdir(parents=True)
+    width = "inf" if case == "size_inf" else "40"
+    (tmp_path / "Annotations" / "a.xml").write_text(
+        f"<annotation><size><width>{width}</width><height>30</height></size><object><name>cat</name><bndbox>"
+        "<xmin>1</xmin><ymin>1</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
+    if case != "missing_jpeg":
+        Image.new("RGB", (40, 30)).save(tmp_path / "JPEGImages" / "a.jpg")
+    split = tmp_path / "ImageSets" / "Main" / "trainval.txt"
+    split.write_bytes("a\n".encode("utf-16") if case == "utf16" else b"\n" if case == "empty_split" else b"a\n")
+    with pytest.raises((VOCFormatError, FileNotFoundError), match=match):
+        load_voc_instances(str(tmp_path), "trainval", ["cat"])

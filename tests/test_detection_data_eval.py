@@ -198,6 +198,24 @@ def test_coco_backends_give_identical_numbers(embedded):
         assert fast.stats[k] == pytest.approx(ref.stats[k], abs=1e-9, nan_ok=True), k
     assert 0 < ref.stats["AP50"] < 100
     assert evaluate_coco(coco, []).stats["AP"] == 0.0  # a detector that finds nothing scores 0
+    # ... and NaN where the back ends find a number undefined (no large objects: APl), not 0.00
+    nothing = evaluate_coco(coco, []).stats
+    miss = evaluate_coco(coco, [{"image_id": coco.dataset["images"][0]["id"], "category_id": 1, "bbox": [0, 0, 1, 1],
+                                 "score": 0.5}]).stats
+    assert {k for k, v in nothing.items() if v != v} == {k for k, v in miss.items() if v != v} == {"APl", "ARl"}
+
+
+def test_voc_ap_of_tied_scores_does_not_depend_on_the_split_file_order():
+    """Equal scores were ranked in the order the images were listed (83.33 vs 66.67 for the same detections)."""
+    from detection.evaluation import voc_eval_class
+
+    gt = {"a": (np.array([[1.0, 1.0, 20.0, 20.0]]), np.array([False])),
+          "b": (np.array([[1.0, 1.0, 20.0, 20.0], [30.0, 30.0, 50.0, 50.0]]), np.array([False, False]))}
+    dets = [("a", 0.9, (1, 1, 20, 20)), ("a", 0.9, (60, 60, 70, 70)), ("b", 0.9, (1, 1, 20, 20)),
+            ("b", 0.9, (30, 30, 50, 50))]
+    forward = voc_eval_class(gt, dets, 0.5, False)[2]
+    backward = voc_eval_class({"b": gt["b"], "a": gt["a"]}, dets[2:] + dets[:2], 0.5, False)[2]
+    assert forward == backward
 
 
 def test_voc_ap_equals_detectron2s_evaluator(embedded):
@@ -264,3 +282,115 @@ def test_difficult_objects_are_not_training_targets():
     kept = drop_difficult(dicts)
     assert [len(d["annotations"]) for d in kept] == [1, 1] and kept[0]["annotations"][0]["category_id"] == 1
     assert len(dicts[0]["annotations"]) == 2  # the evaluation's ground truth is untouched
+
+
+# ---- a detector that returns exactly the ground truth scores AP 100, or the file is refused ------------
+
+def _tiny_coco(root, variant: str):
+    """Two 40x30 images, three objects of two classes; `variant` spoils one thing, as the issue's cases did."""
+    for name in ("a.jpg", "b.jpg"):
+        if not (root / name).exists():
+            Image.new("RGB", (40, 30)).save(root / name)
+    images = [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30},
+              {"id": 2, "file_name": "b.jpg", "width": 40, "height": 30}]
+    anns = [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [2, 3, 12, 10], "area": 120, "iscrowd": 0},
+            {"id": 2, "image_id": 1, "category_id": 2, "bbox": [20, 10, 15, 15], "area": 225, "iscrowd": 0},
+            {"id": 3, "image_id": 2, "category_id": 1, "bbox": [5, 5, 25, 20], "area": 500, "iscrowd": 0}]
+    cats = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+    kind, _, value = variant.partition("=")
+    if kind == "ann_id":  # case 1 (0) and case 2 (-5, 2**63, 2**64 + 1)
+        anns[0]["id"] = int(value)
+    elif kind == "iscrowd":  # case 3 (and the poor null)
+        anns[0]["iscrowd"] = json.loads(value)
+    elif kind == "box":  # case 4: negative width, fully outside, partly outside
+        anns.append({"id": 4, "image_id": 2, "category_id": 2, "bbox": json.loads(value), "area": 100, "iscrowd": 0})
+    elif kind == "zero_ids":  # image and category id 0 are read correctly by both back ends: accepted
+        images[0]["id"], cats[0]["id"] = 0, 0
+        for a in anns:
+            a["image_id"] = 0 if a["image_id"] == 1 else a["image_id"]
+            a["category_id"] = 0 if a["category_id"] == 1 else a["category_id"]
+    path = root / "c.json"
+    path.write_text(json.dumps({"images": images, "annotations": anns, "categories": cats}))
+    return path
+
+
+COCO_VARIANTS = {
+    "ann_id=0": r"c.json: annotations\[0\] has id 0; COCO ids are integers in \[1, 2\*\*53\] \(the COCO API reads",
+    "ann_id=-5": r"c.json: annotations\[0\] has id -5; COCO ids are integers in \[1, 2\*\*53\]",
+    f"ann_id={2 ** 63}": rf"c.json: annotations\[0\] has id {2 ** 63}; COCO ids",
+    f"ann_id={2 ** 64 + 1}": rf"c.json: annotations\[0\] has id {2 ** 64 + 1}; COCO ids",
+    'iscrowd="0"': r"c.json: annotation id 1 \(annotations\[0\]\) has iscrowd '0'; iscrowd is 0 or 1",
+    "iscrowd=null": r"c.json: annotation id 1 \(annotations\[0\]\) has iscrowd None; iscrowd is 0 or 1",
+    "iscrowd=2": r"has iscrowd 2; iscrowd is 0 or 1",
+    "box=[30, 5, -10, 10]": None, "box=[50, 40, 10, 10]": None, "box=[30, 20, 20, 20]": None, "zero_ids": None,
+}
+
+
+@pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
+def test_perfect_detections_score_100_or_the_file_is_refused_coco(tmp_path, backend):
+    """Issue 38, BAD 1-4 (COCO): an annotation id 0 / -5 / 2**63 / 2**64+1 (78.2-87.6 in faster-coco-eval), iscrowd
+    "0" (a crowd region to training, 87.6 in evaluation), boxes the loader drops or clips that evaluation still
+    scored raw (87.6 / 87.6 / 65.8). Training's ground truth fed back as detections now scores 100 in both back
+    ends, because evaluation scores against the ground truth the loader validated; or training and evaluation
+    both refuse the file in one line naming it, the entry and the field."""
+    for n, (variant, refusal) in enumerate(COCO_VARIANTS.items()):
+        root = tmp_path / str(n)
+        root.mkdir()
+        path = _tiny_coco(root, variant)
+        name = f"issue38_{backend}_{n}"
+        from detection.datasets import register_coco
+
+        register_coco(name, str(path), str(root))
+        if refusal:
+            with pytest.raises(DatasetFormatError, match=refusal):
+                DatasetCatalog.get(name)  # training
+            with pytest.raises(DatasetFormatError, match=refusal):
+                COCOEvaluator(name, str(root), backend=backend, distributed=False)  # evaluation
+            continue
+        records = DatasetCatalog.get(name)
+        ev = COCOEvaluator(name, str(root), backend=backend, distributed=False)
+        res = _run(ev, *_oracle_outputs(records))
+        assert res["AP"] == pytest.approx(100.0) and res["AP50"] == pytest.approx(100.0), variant
+        if variant.startswith("box"):  # what the loader changed is stated beside the numbers
+            assert "in training and evaluation alike" in ev.conventions["ground_truth_boxes"]
+            assert len(ev._coco_api.dataset["annotations"]) == sum(len(r["annotations"]) for r in records)
+
+
+VOC_BOXES = "".join(f"<object><name>{c}</name><bndbox><xmin>{b[0]}</xmin><ymin>{b[1]}</ymin><xmax>{b[2]}</xmax>"
+                    f"<ymax>{b[3]}</ymax></bndbox></object>" for c, b in (
+                        ("cat", (3, 4, 14, 13)), ("dog", (21, 11, 35, 25)),
+                        ("dog", (30, 5, 20, 15)),  # case 4: negative width -> dropped
+                        ("cat", (50, 40, 60, 45)),  # fully outside -> dropped
+                        ("cat", (30, 20, 50, 40))))  # partly outside -> clipped
+
+
+@pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
+def test_perfect_detections_score_100_or_the_file_is_refused_voc(tmp_path, backend):
+    """Issue 38, BAD 4-5 (VOC): dropped and clipped boxes score 100 in the VOC evaluator and in COCO AP (both back
+    ends); `--voc-classes cat,cat,dog` (AP50 66.7, a misleading warning) is refused; so are <difficult> values
+    other than 0/1 (0.9 and -1 were read as 0 and 1)."""
+    from detection.engine import train_net
+
+    _write_voc(tmp_path, "a", f"<annotation><size><width>40</width><height>30</height></size>{VOC_BOXES}"
+               "</annotation>", size=(40, 30), split="val")
+    name = f"issue38_voc_{backend}"
+    register_voc(name, str(tmp_path), "val", year=2007, class_names=["cat", "dog"])
+    records = DatasetCatalog.get(name)
+    assert len(records[0]["annotations"]) == 3  # two dropped, one clipped
+    voc = _run(VOCDetectionEvaluator(name, distributed=False), *_oracle_outputs(records))
+    assert voc["AP50"] == pytest.approx(100.0) and voc["mAP50_area"] == pytest.approx(100.0)
+    coco = _run(COCOEvaluator(name, str(tmp_path / "out"), backend=backend, distributed=False),
+                *_oracle_outputs(records))
+    assert coco["AP"] == pytest.approx(100.0)
+    with pytest.raises(DatasetFormatError, match=r"\[val\]: class 'cat' is listed twice \(positions 0 and 1\)"):
+        register_voc(name + "_dup", str(tmp_path), "val", class_names=["cat", "cat", "dog"])
+    args = train_net.build_parser().parse_args(["--dataset-voc", name + "_cli", str(tmp_path), "val",
+                                                "--voc-classes", "cat,cat,dog"])
+    with pytest.raises(ValueError, match=r"--voc-classes 'cat,cat,dog': class 'cat' is listed twice"):
+        train_net.register_cli_datasets(args)
+    for value in ("0.9", "-1", "inf"):
+        _write_voc(tmp_path / value, "a", "<annotation><size><width>40</width><height>30</height></size><object>"
+                   f"<name>cat</name><difficult>{value}</difficult><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>9</xmax>"
+                   "<ymax>9</ymax></bndbox></object></annotation>", size=(40, 30))
+        with pytest.raises(VOCFormatError, match=rf"a.xml: <object> #0 has <difficult> '{value}'; it must be 0 or 1"):
+            load_voc_instances(str(tmp_path / value), "trainval", ["cat"])

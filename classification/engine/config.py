@@ -42,11 +42,14 @@ class ClsConfig:
                                       "augment whole batches with tensor ops (--no-embedded-cache: composite each "
                                       "image in data-loader workers; same images, same augmentation distribution)")
     data_seed: int = _opt(0, "embedded dataset: seed of the compositing (backgrounds, colours, placement), fixed so "
-                             "every training seed sees the same images")
+                             "every training seed sees the same images; every dataset: seed of the "
+                             "--train-samples / --val-samples subsets")
     holdout: int | None = _opt(None, "hold out the last N training items as the validation set (choosing schedules "
                                      "without the test split); embedded dataset only")
-    train_samples: int | None = _opt(None, "use only the first N training images (quick runs)")
-    val_samples: int | None = _opt(None, "evaluate on the first N validation images only")
+    train_samples: int | None = _opt(None, "use only N training images (quick runs): stratified by class, seeded by "
+                                           "data_seed (the embedded set: its first N, already in random class "
+                                           "order); recorded in metrics.json 'subsets'")
+    val_samples: int | None = _opt(None, "evaluate on N validation images only, chosen as --train-samples")
     iterations: int = _opt(1000, "training iterations")
     batch_size: int = _opt(128, "images per process and iteration")
     lr: float | None = _opt(None, "base learning rate (default: 0.1 x global batch / 256 for imagefolder, / 128 for "
@@ -94,6 +97,13 @@ class ClsConfig:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if "width" in self.model_options:  # refused before a single weight is allocated (width 64: ~180 GB)
+            from backbones.width import check_width
+
+            try:
+                check_width(self.model_options["width"])
+            except ValueError as err:
+                raise ValueError(f"model option (--model-option) {err}") from None
         if self.dataset == "embedded" and self.image_size < 8:  # objects are drawn at 60-100% of the image side
             raise ValueError(f"image_size must be >= 8 for the embedded dataset (its objects are drawn at 60-100% "
                              f"of the image; below 8 px none is recognisable), got {self.image_size}")

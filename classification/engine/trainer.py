@@ -30,7 +30,15 @@ from backbones.checkpoint_io import atomic_write_text
 from backbones.weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
 
 from ..data.composited import CompositedSet
-from ..data.datasets import Cifar10, EmbeddedObjects, FashionMNIST, ImageFolderDataset, collate_skipping
+from ..data.datasets import (
+    Cifar10,
+    EmbeddedObjects,
+    FashionMNIST,
+    ImageFolderDataset,
+    collate_skipping,
+    dataset_labels,
+    stratified_subset,
+)
 from ..data.sampling import ResumableSampler, SeededSamples
 from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
@@ -80,12 +88,36 @@ def build_datasets(cfg: ClsConfig):
         else:  # embedded (ClsConfig validated the name)
             return _embedded_datasets(cfg, mean, std)
     if cfg.train_samples and len(train) > cfg.train_samples:
-        train = torch.utils.data.Subset(train, range(cfg.train_samples))
-        train.classes = train.dataset.classes
+        train = _stratified(train, cfg.train_samples, cfg.data_seed, "train_samples")
     if cfg.val_samples and len(val) > cfg.val_samples:
-        val = torch.utils.data.Subset(val, range(cfg.val_samples))
-        val.classes = val.dataset.classes
+        val = _stratified(val, cfg.val_samples, cfg.data_seed, "val_samples")
     return train, val, (mean, std)
+
+
+def _stratified(dataset, n: int, seed: int, option: str):
+    """`n` items of `dataset`, stratified by class and seeded (the first n of a class-sorted image folder were one
+    class); the choice is logged and recorded in metrics.json (`subsets`)."""
+    idx = stratified_subset(dataset_labels(dataset), n, seed)
+    counts = np.bincount(dataset_labels(dataset)[idx], minlength=len(dataset.classes))
+    subset = torch.utils.data.Subset(dataset, idx.tolist())
+    subset.classes = dataset.classes
+    subset.selection = (f"{option} {n}: {len(idx)} of {len(dataset)} items, stratified by class and seeded "
+                        f"(data_seed {seed}), {counts.min()}-{counts.max()} per class")
+    logger.info(subset.selection)
+    return subset
+
+
+def _first(cfg: ClsConfig, train, val) -> tuple:
+    """The embedded set's subsets are its first items (rendered only those): its object source is in random class
+    order already (Fashion-MNIST's published order; the synthetic shapes shuffled by data_seed). Logged and
+    recorded like the stratified ones."""
+    for dataset, option in ((train, "train_samples"), (val, "val_samples")):
+        n = getattr(cfg, option)
+        if n:
+            dataset.selection = (f"{option} {n}: the first {len(dataset)} items of the embedded set (its object "
+                                 "source is in random class order)")
+            logger.info(dataset.selection)
+    return train, val
 
 
 def embedded_padding(image_size: int) -> int:
@@ -111,7 +143,7 @@ def _embedded_datasets(cfg: ClsConfig, mean, std):
         train = full.slice(0, fit)
         val = (full.slice(n_train - cfg.holdout, n_train) if cfg.holdout else
                CompositedSet.load("test", size, mean, std, seed=cfg.data_seed, stop=cfg.val_samples))
-        return train, val.slice(0, cfg.val_samples or len(val)), (mean, std)
+        return _first(cfg, train, val.slice(0, cfg.val_samples or len(val))) + ((mean, std),)
     else:
         small_test = eval_transform(mean, std, resize=None, crop=None)
         train = torch.utils.data.Subset(full, range(fit))
@@ -125,7 +157,7 @@ def _embedded_datasets(cfg: ClsConfig, mean, std):
     if cfg.val_samples and len(val) > cfg.val_samples:
         val = torch.utils.data.Subset(val, range(cfg.val_samples))
         val.classes = full.classes
-    return train, val, (mean, std)
+    return _first(cfg, train, val) + ((mean, std),)
 
 
 def cached_batches(train_set: CompositedSet, sampler: ResumableSampler, batch_size: int, seed: int, padding: int):
@@ -410,6 +442,9 @@ def _finish(run: Run, seconds: float) -> dict:
     result = {"history": h, "final": final, "checkpoint": str(run.out / FINAL_CHECKPOINT),
               "seconds": round(seconds, 1), "classes": list(run.train_set.classes), "world_size": run.world,
               "images_seen": run.iteration * run.cfg.batch_size * run.world, "val_images": len(run.val_set)}
+    subsets = {k: d.selection for k, d in (("train", run.train_set), ("val", run.val_set)) if hasattr(d, "selection")}
+    if subsets:  # which items --train-samples / --val-samples chose (stratified, or the embedded set's first)
+        result["subsets"] = subsets
     if _is_main():
         atomic_write_text(run.out / METRICS, json.dumps(result, indent=2))
         if h["skipped_images"]:

@@ -8,6 +8,7 @@ malformed XML, an object without <name> or <bndbox>, an unknown class, a missing
 from __future__ import annotations
 
 import logging
+import math
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.structures import BoxMode
 from PIL import Image
 
-from .validation import sanitize_boxes
+from .validation import check_class_names, sanitize_boxes
 
 __all__ = ["VOC_CLASSES", "VOCFormatError", "parse_voc_xml", "load_voc_instances", "register_voc",
            "discover_voc_classes", "load_voc_images", "register_voc_test_images"]
@@ -38,14 +39,17 @@ def _text(node: ET.Element | None, tag: str) -> str | None:
     return text or None
 
 
-def _flag(obj: ET.Element, tag: str, path: str) -> int:
+def _flag(obj: ET.Element, tag: str, path: str, index: int) -> int:
     value = _text(obj, tag)
     if value is None:
         return 0  # missing or empty <difficult/>: not difficult
     try:
-        return int(float(value))
+        number = float(value)
     except ValueError:
-        raise VOCFormatError(f"{path}: <{tag}> must be 0 or 1, got {value!r}") from None
+        number = None
+    if number not in (0.0, 1.0):  # 0.9 / -1 were read as 0 / 1, inf was an OverflowError
+        raise VOCFormatError(f"{path}: <object> #{index} has <{tag}> {value!r}; it must be 0 or 1")
+    return int(number)
 
 
 def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
@@ -60,8 +64,8 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
     size = root.find("size")
     try:
         height, width = int(float(_text(size, "height") or 0)), int(float(_text(size, "width") or 0))
-    except ValueError:
-        raise VOCFormatError(f"{path}: <size> has non-numeric width/height") from None
+    except (ValueError, OverflowError):  # "abc", nan; inf
+        raise VOCFormatError(f"{path}: <size> has a non-numeric or infinite width/height") from None
     if height <= 0 or width <= 0:  # <size> missing, empty or 0x0: take it from the image itself
         if image_path is None or not os.path.isfile(image_path):
             raise VOCFormatError(f"{path}: no usable <size> and image {image_path} not found")
@@ -77,8 +81,10 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
             bbox = [float(_text(box, k)) for k in ("xmin", "ymin", "xmax", "ymax")]
         except (TypeError, ValueError):
             raise VOCFormatError(f"{path}: <object> #{i} ({name}) has a missing or non-numeric coordinate") from None
-        objects.append({"name": name, "bbox": bbox, "difficult": _flag(obj, "difficult", path),
-                        "truncated": _flag(obj, "truncated", path)})
+        if not all(math.isfinite(v) for v in bbox):
+            raise VOCFormatError(f"{path}: <object> #{i} ({name}) has a non-finite coordinate in {bbox}")
+        objects.append({"name": name, "bbox": bbox, "difficult": _flag(obj, "difficult", path, i),
+                        "truncated": _flag(obj, "truncated", path, i)})
     return {"height": height, "width": width, "objects": objects}
 
 
@@ -86,8 +92,14 @@ def _read_split(dirname: str, split: str) -> list[str]:
     path = os.path.join(dirname, "ImageSets", "Main", split + ".txt")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"VOC split file not found: {path}")
-    with open(path, encoding="utf-8-sig") as f:  # -sig: a BOM would become part of the first id
-        ids = [(n, line.split()[0]) for n, line in enumerate(f, 1) if line.strip()]
+    try:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: a BOM would become part of the first id
+            ids = [(n, line.split()[0]) for n, line in enumerate(f, 1) if line.strip()]
+    except UnicodeDecodeError as err:  # e.g. saved as UTF-16 by an editor
+        raise VOCFormatError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); a split file lists one "
+                             "image id per line") from None
+    if not ids:
+        raise VOCFormatError(f"{path}: no image ids (an empty split file)")
     first: dict[str, int] = {}
     for n, fileid in ids:
         if fileid in first:  # listed twice, its ground truth would count twice (AP50 52.4 -> 30.5 measured)
@@ -113,7 +125,7 @@ def discover_voc_classes(dirname: str, split: str) -> list[str]:
 def load_voc_instances(dirname: str, split: str, class_names: Sequence[str]) -> list[dict]:
     """Detectron2 dataset dicts for one VOC split. Boxes: 1-based inclusive pixels -> 0-based xyxy (as
     Detectron2), clipped to the image; `difficult` kept on each annotation (ignored by training, used by VOC AP)."""
-    class_names = list(class_names)
+    class_names = check_class_names(class_names, f"VOC {dirname} [{split}]")
     dicts = []
     for fileid in _read_split(dirname, split):
         xml = os.path.join(dirname, "Annotations", fileid + ".xml")
@@ -128,6 +140,10 @@ def load_voc_instances(dirname: str, split: str, class_names: Sequence[str]) -> 
                                 "bbox_mode": BoxMode.XYXY_ABS, "difficult": obj["difficult"]})
         dicts.append({"file_name": jpeg, "image_id": fileid, "height": rec["height"], "width": rec["width"],
                       "annotations": annotations})
+    missing = [d["file_name"] for d in dicts if not os.path.isfile(d["file_name"])]
+    if missing:  # found now, not when the data loader reaches the image mid-training
+        raise FileNotFoundError(f"VOC {dirname} [{split}]: {len(missing)} of {len(dicts)} images not found, e.g. "
+                                f"{missing[:3]}")
     return sanitize_boxes(dicts, f"VOC {dirname} [{split}]")
 
 
@@ -164,7 +180,7 @@ def register_voc(name: str, dirname: str, split: str, year: int = 2007,
     if class_names is None:
         is_pascal = os.path.basename(os.path.normpath(dirname)).startswith("VOC")
         class_names = VOC_CLASSES if is_pascal else discover_voc_classes(dirname, split)
-    class_names = list(class_names)
+    class_names = check_class_names(class_names, f"VOC {dirname} [{split}]")
     if name in DatasetCatalog.list():
         DatasetCatalog.remove(name)
         MetadataCatalog.remove(name)

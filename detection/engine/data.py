@@ -70,9 +70,13 @@ def drop_difficult(dicts: list[dict]) -> list[dict]:
     """Training targets without the objects VOC marks difficult (py-faster-rcnn USE_DIFF False); logged."""
     dropped, out = 0, []
     for d in dicts:
-        kept = [a for a in d.get("annotations", []) if not a.get("difficult", 0)]
-        dropped += len(d.get("annotations", [])) - len(kept)
-        out.append({**d, "annotations": kept} if "annotations" in d else d)
+        anns = d.get("annotations")
+        if not anns or not any(a.get("difficult", 0) for a in anns):
+            out.append(d)  # COCO has no difficult objects: its records are not copied
+            continue
+        kept = [a for a in anns if not a.get("difficult", 0)]
+        dropped += len(anns) - len(kept)
+        out.append({**d, "annotations": kept})
     if dropped:
         logger.info(f"{dropped} difficult objects are not training targets (DATALOADER.VOC_TRAIN_DIFFICULT False)")
     return out
@@ -110,6 +114,14 @@ def check_test_datasets(cfg) -> None:
 def check_num_classes(dicts: list[dict], cfg) -> None:
     """A category id >= MODEL.ROI_HEADS.NUM_CLASSES would fail mid-training with an IndexError: say it now."""
     top = max((a["category_id"] for d in dicts for a in d.get("annotations", [])), default=-1)
+    classes = getattr(MetadataCatalog.get(cfg.DATASETS.TRAIN[0]), "thing_classes", None) if cfg.DATASETS.TRAIN \
+        else None
+    if classes and top < len(classes) < cfg.MODEL.ROI_HEADS.NUM_CLASSES:  # evaluation would meet a class it
+        # cannot name only after the whole training (KeyError: 2)
+        raise ValueError(f"DATASETS.TRAIN {tuple(cfg.DATASETS.TRAIN)} has {len(classes)} classes but "
+                         f"MODEL.ROI_HEADS.NUM_CLASSES is {cfg.MODEL.ROI_HEADS.NUM_CLASSES}: set "
+                         f"MODEL.ROI_HEADS.NUM_CLASSES {len(classes)} (a detector of more classes predicts ones its "
+                         "evaluation cannot name)")
     if top >= cfg.MODEL.ROI_HEADS.NUM_CLASSES:
         names = [n for name in cfg.DATASETS.TRAIN for n in getattr(MetadataCatalog.get(name), "thing_classes", [])]
         raise ValueError(f"DATASETS.TRAIN {tuple(cfg.DATASETS.TRAIN)} has {max(top + 1, len(set(names)))} classes "
@@ -144,8 +156,12 @@ def train_dataset_dicts(cfg) -> list[dict]:
     """The training images: VOC-difficult objects dropped (unless DATALOADER.VOC_TRAIN_DIFFICULT), and only then
     the images left without a usable object (DATALOADER.FILTER_EMPTY_ANNOTATIONS), so that an image whose objects
     are all difficult goes too; Detectron2 would filter before the drop and keep it as an empty image."""
-    dicts = get_detection_dataset_dicts(cfg.DATASETS.TRAIN, filter_empty=False, min_keypoints=0,
-                                        proposal_files=None)
+    try:
+        dicts = get_detection_dataset_dicts(cfg.DATASETS.TRAIN, filter_empty=False, min_keypoints=0,
+                                            proposal_files=None)
+    except AssertionError as err:  # Detectron2's "Dataset 'x' is empty!" (a COCO / VOC file refuses it first)
+        raise ValueError(f"DATASETS.TRAIN {tuple(cfg.DATASETS.TRAIN)}: {err} A training dataset needs images") \
+            from None
     if not cfg.DATALOADER.VOC_TRAIN_DIFFICULT:
         dicts = drop_difficult(dicts)
     if cfg.DATALOADER.FILTER_EMPTY_ANNOTATIONS and dicts and "annotations" in dicts[0]:  # after the drop

@@ -70,6 +70,13 @@ def register_cli_datasets(args: argparse.Namespace) -> None:
     for name, json_file, image_root in args.dataset_coco:
         register_coco(name, json_file, image_root)
     classes = [c.strip() for c in args.voc_classes.split(",") if c.strip()] if args.voc_classes else None
+    if classes is not None:
+        from ..datasets.validation import DatasetFormatError, check_class_names
+
+        try:
+            check_class_names(classes, f"--voc-classes {args.voc_classes!r}")
+        except DatasetFormatError as err:  # a repeated name scored its second index as all false positives
+            raise ValueError(str(err)) from None
     for name, dirname, split in args.dataset_voc:
         register_voc(name, dirname, split, class_names=classes)
 

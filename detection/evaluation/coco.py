@@ -54,6 +54,20 @@ def _ap(p: np.ndarray) -> float:
     return float(np.mean(p) * 100) if p.size else float("nan")
 
 
+def _non_finite(results: list[dict]) -> list[dict]:
+    """The results with a non-finite (or missing) score or box coordinate: one array operation over all of them,
+    the per-result test only where the boxes are not all 4 numbers."""
+    if not results:
+        return []
+    scores = np.array([r.get("score", np.nan) for r in results], dtype=float)
+    try:
+        boxes = np.array([r.get("bbox", (np.nan,) * 4) for r in results], dtype=float).reshape(len(results), 4)
+        ok = np.isfinite(scores) & np.isfinite(boxes).all(axis=1)
+    except (TypeError, ValueError):
+        ok = np.isfinite(scores) & np.array([np.all(np.isfinite(r.get("bbox", [np.nan]))) for r in results])
+    return [results[i] for i in np.flatnonzero(~ok)]
+
+
 def evaluate_coco(coco_gt, results: list[dict], *, backend: str = "faster_coco_eval",
                   img_ids: list[int] | None = None) -> CocoEvalSummary:
     """Evaluate COCO-format box `results` ({"image_id", "category_id", "bbox" xywh, "score"}) against the
@@ -61,14 +75,21 @@ def evaluate_coco(coco_gt, results: list[dict], *, backend: str = "faster_coco_e
     cat_ids = sorted(coco_gt.getCatIds())
     names = [c["name"] for c in coco_gt.loadCats(cat_ids)]
     rec_thrs = [round(x, 2) for x in np.linspace(0.0, 1.0, 101)]
-    bad = [r for r in results
-           if not (np.isfinite(r.get("score", np.nan)) and np.all(np.isfinite(r.get("bbox", [np.nan]))))]
+    bad = _non_finite(results)
     if bad:  # pycocotools ranked NaN scores arbitrarily and scored them (AP 43.56 measured); faster-coco-eval refused
         raise ValueError(f"{len(bad)} of {len(results)} detections have a non-finite score or box, e.g. {bad[0]}; "
                          "refusing to score them (in every back end)")
-    if not results:
-        zero = dict.fromkeys(COCO_STATS, 0.0)
-        per_cat = {n: {"AP": 0.0, "AP50": 0.0, "AP75": 0.0} for n in names}
+    if not results:  # 0 where there is ground truth to find, NaN where the back ends find it undefined
+        wanted = None if img_ids is None else set(img_ids)
+        gts = [a for a in coco_gt.dataset.get("annotations", []) if not a.get("iscrowd", 0)
+               and (wanted is None or a["image_id"] in wanted)]
+        areas = np.array([a["area"] for a in gts], dtype=float)
+        present = {"": len(gts) > 0, "s": bool((areas < 32 ** 2).any()),
+                   "m": bool(((areas >= 32 ** 2) & (areas < 96 ** 2)).any()), "l": bool((areas >= 96 ** 2).any())}
+        zero = {k: 0.0 if present[k[-1] if k[-1] in "sml" else ""] else float("nan") for k in COCO_STATS}
+        with_gt = {a["category_id"] for a in gts}
+        per_cat = {n: dict.fromkeys(("AP", "AP50", "AP75"), 0.0 if c in with_gt else float("nan"))
+                   for c, n in zip(cat_ids, names)}
         return CocoEvalSummary(zero, per_cat, rec_thrs, {}, backend, 0)
     with contextlib.redirect_stdout(io.StringIO()):
         coco_dt = coco_gt.loadRes(results)
@@ -127,38 +148,78 @@ def write_coco_ground_truth(dataset_name: str, path: str, *, difficult: str = "i
     return ids
 
 
+def _coco_api(dataset: dict):
+    """A pycocotools COCO object over an in-memory ground-truth dict (no file read)."""
+    from pycocotools.coco import COCO
+
+    api = COCO()
+    api.dataset = dataset
+    with contextlib.redirect_stdout(io.StringIO()):
+        api.createIndex()
+    return api
+
+
+def ground_truth_api(dataset_name: str, output_dir: str | None = None, *, voc_difficult: str = "ignore"):
+    """(COCO object, conventions) of the ground truth COCO AP of `dataset_name` is scored against: for a COCO json
+    dataset the file as the training loader validated it (`datasets.coco.coco_ground_truth`: the same clipped and
+    dropped boxes training saw, ids and flags checked), for other datasets (VOC) their dataset dicts converted
+    by `write_coco_ground_truth` (written under `output_dir`)."""
+    from detectron2.data import MetadataCatalog
+
+    from ..datasets.coco import coco_ground_truth
+    from ..datasets.validation import bulk_objects
+
+    meta = MetadataCatalog.get(dataset_name)
+    conventions = {}
+    if hasattr(meta, "json_file") and not getattr(meta, "coco_converted", False):
+        with bulk_objects():
+            gt = coco_ground_truth(meta.json_file, log=False)  # the loader logged its clipping when it read the file
+            api = _coco_api(gt.dataset)
+        if gt.describe_changes():
+            conventions["ground_truth_boxes"] = gt.describe_changes()
+        return api, conventions
+    if output_dir is None:
+        raise ValueError(f"COCO AP of {dataset_name!r} (not a COCO json dataset) needs an output_dir for its "
+                         "converted ground truth")
+    converted = os.path.join(output_dir, f"{dataset_name}_coco_format_difficult_{voc_difficult}.json")
+    ids = write_coco_ground_truth(dataset_name, converted, difficult=voc_difficult)
+    # kept on the metadata: later evaluators of this dataset (periodic evaluation) find file and ids
+    meta.set(json_file=getattr(meta, "json_file", converted), coco_image_ids=ids, coco_converted=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        from pycocotools.coco import COCO
+
+        api = COCO(converted)
+    return api, {"difficult_objects": VOC_DIFFICULT[voc_difficult]}
+
+
 class COCOEvaluator(_D2COCOEvaluator):
     """Detectron2's COCOEvaluator (inference, gathering) with our evaluation step: `backend` faster-coco-eval
-    (default; needs no compiled Detectron2) or pycocotools, boxes only. Datasets registered without a COCO json
-    (VOC) are converted by `write_coco_ground_truth` (integer image ids, difficult objects ignored)."""
+    (default; needs no compiled Detectron2) or pycocotools, boxes only. The ground truth is `ground_truth_api`'s:
+    a COCO json as the training loader validated it (the same boxes training saw), other datasets (VOC) converted
+    by `write_coco_ground_truth` (integer image ids, difficult objects ignored)."""
 
     def __init__(self, dataset_name: str, output_dir: str | None = None, *, backend: str = "faster_coco_eval",
                  distributed: bool = True, voc_difficult: str = "ignore"):
+        import logging
+
+        import torch
         from detectron2.data import MetadataCatalog
-        from pycocotools.coco import COCO
 
         _cocoeval_class(backend)  # fail early on an unknown/uninstalled backend
-        meta = MetadataCatalog.get(dataset_name)
-        converted = None
-        if not hasattr(meta, "json_file") or getattr(meta, "coco_converted", False):
-            if output_dir is None:
-                raise ValueError(f"COCO AP of {dataset_name!r} (not a COCO json dataset) needs an output_dir for "
-                                 "its converted ground truth")
-            converted = os.path.join(output_dir, f"{dataset_name}_coco_format_difficult_{voc_difficult}.json")
-            ids = write_coco_ground_truth(dataset_name, converted, difficult=voc_difficult)
-            # kept on the metadata: later evaluators of this dataset (periodic evaluation) find file and ids
-            meta.set(json_file=getattr(meta, "json_file", converted), coco_image_ids=ids, coco_converted=True)
-        self._id_map = getattr(meta, "coco_image_ids", None)
-        super().__init__(dataset_name, tasks=("bbox",), distributed=distributed, output_dir=output_dir,
-                         use_fast_impl=False)
-        if converted is not None:  # this evaluator's own conversion (the difficult-object convention is its)
-            with contextlib.redirect_stdout(io.StringIO()):
-                self._coco_api = COCO(converted)
+        # Detectron2's __init__ would parse the raw json a second time: its attributes are set here instead
+        # (the ones its process / evaluate read, in 0.6 and main)
+        self._logger = logging.getLogger("detectron2.evaluation.coco_evaluation")
+        self._distributed, self._output_dir = distributed, output_dir
+        self._use_fast_impl, self._tasks, self._max_dets_per_image = False, ("bbox",), [1, 10, 100]
+        self._kpt_oks_sigmas = ()
+        self._cpu_device = torch.device("cpu")
+        self._metadata = MetadataCatalog.get(dataset_name)
+        self._coco_api, conventions = ground_truth_api(dataset_name, output_dir, voc_difficult=voc_difficult)
+        self._do_evaluation = "annotations" in self._coco_api.dataset
+        self._id_map = getattr(self._metadata, "coco_image_ids", None)
         self._backend = backend
         # the conditions of the numbers, recorded beside them in metrics.json (Trainer.test)
-        self.conventions = {"coco_backend": backend}
-        if converted is not None:
-            self.conventions["difficult_objects"] = VOC_DIFFICULT[voc_difficult]
+        self.conventions = {"coco_backend": backend, **conventions}
 
     def _eval_predictions(self, predictions, img_ids=None):
         if self._id_map is not None:
@@ -177,7 +238,7 @@ class COCOEvaluator(_D2COCOEvaluator):
                 r["category_id"] = reverse[r["category_id"]]
         if self._output_dir:
             with PathManager.open(os.path.join(self._output_dir, "coco_instances_results.json"), "w") as f:
-                json.dump(coco_results, f)
+                f.write(json.dumps(coco_results))  # one string: about twice as fast as json.dump's many writes
         if not self._do_evaluation:
             return
         self._logger.info(f"Evaluating {len(coco_results)} boxes with {self._backend}")

@@ -20,18 +20,77 @@ from detectron2.evaluation.pascal_voc_evaluation import voc_ap
 from detectron2.structures import BoxMode
 from detectron2.utils import comm
 
-__all__ = ["VOCDetectionEvaluator", "voc_eval_class"]
+__all__ = ["VOCDetectionEvaluator", "voc_eval_class", "voc_match"]
 
 logger = logging.getLogger(__name__)
 
 
-def _iou_plus1(box: np.ndarray, gts: np.ndarray) -> np.ndarray:
-    ixmin, iymin = np.maximum(gts[:, 0], box[0]), np.maximum(gts[:, 1], box[1])
-    ixmax, iymax = np.minimum(gts[:, 2], box[2]), np.minimum(gts[:, 3], box[3])
+def _iou_plus1(boxes: np.ndarray, gts: np.ndarray) -> np.ndarray:
+    """IoU of each of `boxes` [K, 4] with each of `gts` [G, 4] -> [K, G], VOC's +1 pixel convention (the same
+    float64 operations as py-faster-rcnn's per-detection voc_eval, so the same numbers bit for bit)."""
+    b, g = boxes[:, None, :], gts[None, :, :]
+    ixmin, iymin = np.maximum(g[..., 0], b[..., 0]), np.maximum(g[..., 1], b[..., 1])
+    ixmax, iymax = np.minimum(g[..., 2], b[..., 2]), np.minimum(g[..., 3], b[..., 3])
     inter = np.maximum(ixmax - ixmin + 1.0, 0.0) * np.maximum(iymax - iymin + 1.0, 0.0)
-    union = ((box[2] - box[0] + 1.0) * (box[3] - box[1] + 1.0)
-             + (gts[:, 2] - gts[:, 0] + 1.0) * (gts[:, 3] - gts[:, 1] + 1.0) - inter)
+    union = ((b[..., 2] - b[..., 0] + 1.0) * (b[..., 3] - b[..., 1] + 1.0)
+             + (g[..., 2] - g[..., 0] + 1.0) * (g[..., 3] - g[..., 1] + 1.0) - inter)
     return inter / union
+
+
+def voc_match(gt: dict, dets: list[tuple], iou_thresholds) -> tuple[np.ndarray, np.ndarray, int]:
+    """py-faster-rcnn's greedy matching at every threshold at once: (tp [T, N], fp [T, N], npos), detections in
+    ranked order. Each detection's best-overlapping ground truth does not depend on the threshold, so the overlaps
+    are computed once (one array operation per image) and only the "already taken" bookkeeping is per threshold:
+    a detection is a true positive where it is the first, in rank order, to reach its (non-difficult) box.
+    Ranking: score, then equal scores by image id and the detector's own order within an image -- fixed, so the AP
+    does not depend on the order of the split file (tied scores gave 83.33 or 66.67 by file order)."""
+    scores = np.array([d[1] for d in dets], dtype=float)
+    if not np.isfinite(scores).all():
+        bad = dets[int(np.flatnonzero(~np.isfinite(scores))[0])]
+        raise FloatingPointError(f"detection score {bad[1]} on image {bad[0]!r}: scores must be finite numbers")
+    unknown = next((d[0] for d in dets if d[0] not in gt), None)
+    if unknown is not None:
+        raise KeyError(f"detections on image {unknown!r}, which is not in the ground truth of this dataset")
+    npos = sum(int((~d).sum()) for _, d in gt.values())
+    thresholds = np.asarray(list(iou_thresholds), dtype=float)
+    n = len(dets)
+    if n == 0:
+        return np.zeros((len(thresholds), 0)), np.zeros((len(thresholds), 0)), npos
+    images = [d[0] for d in dets]
+    names = {name: k for k, name in enumerate(sorted({str(i) for i in images}))}
+    image_code = np.array([names[str(i)] for i in images])
+    order = np.lexsort((image_code, -scores))  # stable: equal (score, image) keep the detector's order
+    boxes = np.array([d[2] for d in dets], dtype=float).reshape(n, 4)
+    best = np.full(n, -np.inf)  # overlap with the best ground-truth box of the image (-inf: the image has none)
+    best_j = np.zeros(n, dtype=np.int64)
+    difficult = np.zeros(n, dtype=bool)
+    by_image: dict = defaultdict(list)
+    for i, img in enumerate(images):
+        by_image[img].append(i)
+    for img, idx in by_image.items():
+        gt_boxes, gt_difficult = gt[img]
+        if len(gt_boxes):
+            ious = _iou_plus1(boxes[idx], gt_boxes)
+            j = np.argmax(ious, axis=1)
+            best[idx], best_j[idx], difficult[idx] = ious[np.arange(len(idx)), j], j, gt_difficult[j]
+    best, difficult = best[order], difficult[order]
+    target = (image_code[order].astype(np.int64) << 32) | best_j[order]  # (image, box) of each ranked detection
+    tp, fp = np.zeros((len(thresholds), n)), np.zeros((len(thresholds), n))
+    for t, thresh in enumerate(thresholds):
+        hit = best > thresh
+        candidates = np.flatnonzero(hit & ~difficult)  # a hit on a difficult box is neither true nor false
+        _, first = np.unique(target[candidates], return_index=True)
+        tp[t, candidates[first]] = 1.0
+        fp[t] = ~hit
+        fp[t, candidates] = 1.0 - tp[t, candidates]
+    return tp, fp, npos
+
+
+def _curve(tp: np.ndarray, fp: np.ndarray, npos: int) -> tuple[np.ndarray, np.ndarray]:
+    fp, tp = np.cumsum(fp), np.cumsum(tp)
+    rec = tp / float(npos) if npos else np.zeros_like(tp)
+    prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
+    return rec, prec
 
 
 def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric: bool):
@@ -41,33 +100,8 @@ def voc_eval_class(gt: dict, dets: list[tuple], iou_thresh: float, use_07_metric
     (the references raise too). A class without non-difficult ground truth gets AP 0: as py-faster-rcnn's and
     Detectron2's voc_eval for the 07 (11-point) metric; for the area metric theirs divide by zero and give NaN
     when the class has detections (which makes their mean NaN), 0 when it has none."""
-    bad = next((d for d in dets if not np.isfinite(d[1])), None)
-    if bad is not None:
-        raise FloatingPointError(f"detection score {bad[1]} on image {bad[0]!r}: scores must be finite numbers")
-    unknown = next((d[0] for d in dets if d[0] not in gt), None)
-    if unknown is not None:
-        raise KeyError(f"detections on image {unknown!r}, which is not in the ground truth of this dataset")
-    npos = sum(int((~d).sum()) for _, d in gt.values())
-    taken = {img: np.zeros(len(b), dtype=bool) for img, (b, _) in gt.items()}
-    order = sorted(range(len(dets)), key=lambda i: -dets[i][1])
-    tp, fp = np.zeros(len(dets)), np.zeros(len(dets))
-    for rank, i in enumerate(order):
-        img, _, box = dets[i]
-        boxes, difficult = gt[img]
-        if len(boxes):
-            ious = _iou_plus1(np.asarray(box, dtype=float), boxes)
-            j = int(np.argmax(ious))
-            if ious[j] > iou_thresh:
-                if not difficult[j]:
-                    if not taken[img][j]:
-                        tp[rank], taken[img][j] = 1.0, True
-                    else:
-                        fp[rank] = 1.0
-                continue
-        fp[rank] = 1.0
-    fp, tp = np.cumsum(fp), np.cumsum(tp)
-    rec = tp / float(npos) if npos else np.zeros_like(tp)
-    prec = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
+    tp, fp, npos = voc_match(gt, dets, [iou_thresh])
+    rec, prec = _curve(tp[0], fp[0], npos)
     return rec, prec, voc_ap(rec, prec, use_07_metric) if npos else 0.0
 
 
@@ -134,14 +168,20 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                                "counts as 0 in the mean. (py-faster-rcnn / Detectron2: 0 for the 07 metric; for the "
                                "area metric NaN if it has detections, which makes their mAP NaN)")
         ap07, ap_area, per_iou, curves = {}, {}, defaultdict(list), {}
+        thresholds = range(50, 100, 5)
         for c, name in enumerate(self._class_names):
-            dets = preds.get(c, [])
-            rec, prec, ap07[name] = voc_eval_class(gt[c], dets, 0.5, True)
-            _, _, ap_area[name] = voc_eval_class(gt[c], dets, 0.5, False)
-            curves[name] = {"recall": [round(float(x), 5) for x in rec],
-                            "precision": [round(float(x), 5) for x in prec]}
-            for t in range(50, 100, 5):
-                per_iou[t].append(voc_eval_class(gt[c], dets, t / 100.0, self._is_2007)[2])
+            # one matching pass for all ten thresholds; both integrations of the 0.5 curve from it
+            tp, fp, npos = voc_match(gt[c], preds.get(c, []), [t / 100.0 for t in thresholds])
+            for k, t in enumerate(thresholds):
+                rec, prec = _curve(tp[k], fp[k], npos)
+                if t == 50:
+                    ap07[name] = voc_ap(rec, prec, True) if npos else 0.0
+                    ap_area[name] = voc_ap(rec, prec, False) if npos else 0.0
+                    curves[name] = {"recall": [round(float(x), 5) for x in rec],
+                                    "precision": [round(float(x), 5) for x in prec]}
+                    per_iou[t].append(ap07[name] if self._is_2007 else ap_area[name])
+                else:
+                    per_iou[t].append(voc_ap(rec, prec, self._is_2007) if npos else 0.0)
         primary = ap07 if self._is_2007 else ap_area
 
         def mean(values) -> float:  # every class counts (voc_eval_class never returns NaN)

@@ -223,7 +223,8 @@ def test_images_left_without_objects_are_dropped_after_the_difficult_ones(data, 
     assert dicts("DATALOADER.VOC_TRAIN_DIFFICULT", "True") == {2: 1, 3: 1, 4: 2}
     assert dicts("DATALOADER.FILTER_EMPTY_ANNOTATIONS", "False") == {1: 0, 2: 1, 3: 0, 4: 1}
     DatasetCatalog.register("rel_empty_dataset", lambda: [])
-    with pytest.raises(AssertionError, match="rel_empty_dataset"):
+    with pytest.raises(ValueError, match=r"DATASETS.TRAIN \('rel_empty_dataset',\): Dataset 'rel_empty_dataset' is "
+                                         "empty!"):
         dicts("DATASETS.TRAIN", '("rel_empty_dataset",)')
 
 
