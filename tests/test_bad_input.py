@@ -25,6 +25,8 @@ from detection.engine import train_net
 from detection.evaluation import COCOEvaluator, VOCDetectionEvaluator, voc_eval_class
 from detection.report import load_run
 
+pytestmark = pytest.mark.bad_input
+
 HOSTILE = "MODEL:\n  WEIGHTS: !!python/object/apply:os.system ['touch {marker}']\n"
 
 

@@ -26,6 +26,8 @@ from detection import get_detection_cfg
 from detection.config import check_run_config
 from detection.datasets import DatasetFormatError, load_coco_checked
 
+pytestmark = pytest.mark.bad_input
+
 CLS_ARGS = ["tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--image-size", "32",
             "--train-samples", "32", "--val-samples", "16", "--iterations", "2", "--batch-size", "16",
             "--eval-period", "2", "--checkpoint-period", "2", "--workers", "0"]

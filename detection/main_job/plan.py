@@ -176,32 +176,32 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     for model in plan.backbones:
         for ps in plan.pretrain_seeds:
             d = out / "pretrain" / f"{model}_p{ps}"
-            stages.append(Stage(f"pretrain {model} x{plan.width:g}, seed {ps} ({p_iters} iterations of "
-                                f"{plan.pretrain_batch}, {plan.pretrain_image_size} px)", d,
-                                plan.pretrain_args(model, ps, d, p_iters), "pretrain", model, "", p_iters,
-                                pretrain_seed=ps))
+            stages.append(Stage(title=f"pretrain {model} x{plan.width:g}, seed {ps} ({p_iters} iterations of "
+                                      f"{plan.pretrain_batch}, {plan.pretrain_image_size} px)",
+                                out=d, argv=plan.pretrain_args(model, ps, d, p_iters), kind="pretrain", model=model,
+                                init="", iterations=p_iters, pretrain_seed=ps))
     n = plan.detect_iterations
     for model in plan.backbones:
         for ps in plan.pretrain_seeds:
             weights = out / "pretrain" / f"{model}_p{ps}" / FINAL_CHECKPOINT
             for ds in plan.detect_seeds:
                 d = out / "detect" / f"{model}_p{ps}_d{ds}"
-                stages.append(Stage(f"Faster R-CNN {model}, pretraining seed {ps}, detection seed {ds}", d,
-                                    plan.detect_args(model, weights, ds, d), "detect", model, "pretrained", n,
-                                    group=group_label(model, "pretrained"), deps=[weights.parent],
-                                    pretrain_seed=ps, detect_seed=ds))
+                stages.append(Stage(title=f"Faster R-CNN {model}, pretraining seed {ps}, detection seed {ds}",
+                                    out=d, argv=plan.detect_args(model, weights, ds, d), kind="detect", model=model,
+                                    init="pretrained", iterations=n, group=group_label(model, "pretrained"),
+                                    deps=[weights.parent], pretrain_seed=ps, detect_seed=ds))
     for model in plan.scratch:
         ds = plan.detect_seeds[0]
         d = out / "detect" / f"{model}_scratch_d{ds}"
-        stages.append(Stage(f"Faster R-CNN {model} from scratch (control), detection seed {ds}", d,
-                            plan.detect_args(model, None, ds, d), "detect", model, "scratch", n,
-                            group=group_label(model, "scratch"), detect_seed=ds))
+        stages.append(Stage(title=f"Faster R-CNN {model} from scratch (control), detection seed {ds}", out=d,
+                            argv=plan.detect_args(model, None, ds, d), kind="detect", model=model, init="scratch",
+                            iterations=n, group=group_label(model, "scratch"), detect_seed=ds))
     for seed in plan.degradation_seeds if plan.degradation else ():
         for model in plan.degradation:
             d = out / "degradation" / f"{model}_s{seed}"
-            stages.append(Stage(f"degradation: {model}, seed {seed} ({plan.degradation_iterations} iterations)", d,
-                                plan.degradation_args(model, seed, d), "degradation", model, "",
-                                plan.degradation_iterations, pretrain_seed=seed))
+            stages.append(Stage(title=f"degradation: {model}, seed {seed} ({plan.degradation_iterations} iterations)",
+                                out=d, argv=plan.degradation_args(model, seed, d), kind="degradation", model=model,
+                                init="", iterations=plan.degradation_iterations, pretrain_seed=seed))
     return stages
 
 
