@@ -163,8 +163,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
     for c in results.deltas:
         lines.append(f"  {c.a} vs {c.b}: {c.describe()}")
     if any(c.interval is None for c in results.deltas):
-        lines.append("  (no backbone call from one pretraining seed per backbone: `tools/main_job.py "
-                     "--pretrain-seeds 0 1 2` runs three, the seeds the interval needs)")
+        lines.append("  (no backbone call from one pretraining seed per backbone; `make demo-full` or "
+                     "`tools/main_job.py --pretrain-seeds 0 1 2` gives each comparison its interval)")
     lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
     if results.degradation:
         lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of 128 at "

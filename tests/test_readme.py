@@ -1,0 +1,111 @@
+"""The README stays a front door: short, every path, link, make target and tool it names exists, no placeholder left.
+
+The same path and link checks run over the documents the README sends readers to first (RESULTS.md, docs/*.md),
+so a renamed file or target fails here instead of going stale in the docs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MAX_LINES = 120
+# Documents whose links and repository paths are checked (paths relative to the repository root).
+DOCS = ("README.md", "RESULTS.md", "docs/SLURM.md", "docs/BAD_INPUT.md")
+
+# A markdown link or image: [text](target) / ![alt](target).
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+# A repository path written in the text or a code block: it starts with one of the project's top-level folders.
+REPO_PATH = re.compile(
+    r"(?<![\w./$-])((?:backbones|classification|detection|configs|tools|tests|docs)/[\w./{},*-]*[\w/*}])")
+# A top-level document named on its own (ARCHITECTURE.md), not as the tail of a longer path.
+TOP_DOC = re.compile(r"(?<![\w./-])([A-Z][A-Z_]*\.md)\b")
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+MAKE = re.compile(r"(?:^|[\s;(])make ([a-z][\w-]*)", re.M)
+TOOL = re.compile(r"(?<![\w/])tools/[\w-]+\.py\b")
+MAKE_TARGET = re.compile(r"^([A-Za-z][\w.-]*)\s*:(?!=)", re.M)
+
+
+def _read(doc: str) -> str:
+    return (ROOT / doc).read_text(encoding="utf-8")
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """Shell brace expansion of the first {a,b} group, recursively: configs/{COCO,VOC}/x -> two patterns."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [p for alt in m.group(1).split(",")
+            for p in _expand_braces(pattern[:m.start()] + alt + pattern[m.end():])]
+
+
+def _missing(path: str, base: Path = ROOT) -> list[str]:
+    """The expansions of `path` (braces, * globs) that name nothing under `base`."""
+    out = []
+    for p in _expand_braces(path):
+        found = any(base.glob(p)) if "*" in p else (base / p).exists()
+        if not found:
+            out.append(p)
+    return out
+
+
+def _code(text: str) -> str:
+    """Inline code spans and fenced blocks: where commands are written."""
+    return "\n".join([*INLINE_CODE.findall(text), *FENCE.findall(text)])
+
+
+def test_readme_is_at_most_120_lines():
+    n = len(_read("README.md").splitlines())
+    assert n <= MAX_LINES, f"README.md has {n} lines, at most {MAX_LINES}: move detail into the linked documents"
+
+
+def test_readme_has_no_placeholder_left():
+    left = [f"{i}: {line}" for i, line in enumerate(_read("README.md").splitlines(), 1) if "@@" in line]
+    assert not left, "README.md still holds placeholders (replace them with measured figures):\n" + "\n".join(left)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_relative_links_exist(doc):
+    text, base = _read(doc), (ROOT / doc).parent
+    targets = [t.split("#", 1)[0] for t in LINK.findall(text)]
+    targets = [t for t in targets if t and not re.match(r"[a-z][a-z+.-]*:", t)]  # drop http:, mailto:, anchors
+    missing = [t for t in targets if _missing(t, base)]
+    assert not missing, f"{doc} links to files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_named_repository_paths_exist(doc):
+    text = _read(doc)
+    named = sorted(set(REPO_PATH.findall(text)))
+    missing = {p: m for p in named if (m := _missing(p.rstrip(".")))}
+    docs = sorted(set(TOP_DOC.findall(text)))
+    missing.update({d: [d] for d in docs if not (ROOT / d).exists()})
+    assert not missing, f"{doc} names paths that do not exist: {missing}"
+
+
+def test_readme_make_targets_exist():
+    targets = set(MAKE_TARGET.findall((ROOT / "Makefile").read_text(encoding="utf-8")))
+    named = set(MAKE.findall(_code(_read("README.md"))))
+    assert named, "README.md names no make target: the test's pattern no longer matches its commands"
+    assert named <= targets, f"README.md names make targets the Makefile lacks: {sorted(named - targets)}"
+
+
+def test_readme_tools_exist():
+    named = set(TOOL.findall(_read("README.md")))
+    assert named, "README.md names no tool: the test's pattern no longer matches its commands"
+    missing = sorted(t for t in named if not (ROOT / t).is_file())
+    assert not missing, f"README.md names tools that do not exist: {missing}"
+
+
+def test_the_readme_results_table_is_the_one_results_md_records():
+    """The headline table's rows are copied from RESULTS.md's measured `make demo` section, never edited alone."""
+    rows = [ln for ln in README.read_text(encoding="utf-8").splitlines()
+            if ln.startswith("| ") and ln.count("|") == 6 and not ln.startswith("| group")]
+    assert rows, "no results rows in README.md"
+    results = _read("RESULTS.md")
+    assert all(row in results for row in rows), [row for row in rows if row not in results]
