@@ -28,10 +28,12 @@ class ModelInfo:
     depth: int
     residual: bool  # blocks with shortcuts (ResNet) or without (plain, VGG)
     normalized: bool  # has norm layers (VGG without `_bn` has none)
-    reference_lr: float  # the family paper's learning rate at batch 256: He et al. 0.1, Simonyan & Zisserman 0.01
+    reference_lr: float  # the family paper's learning rate: He et al. 0.1 (ImageNet batch 256, CIFAR batch 128),
+    #                      Simonyan & Zisserman 0.01 (batch 256)
     zero_init_residual: bool  # a residual net trains from blocks that start as the identity (last norm of each
     #                           residual branch at zero, Goyal et al.): the main job's pretraining turns it on
-    detection_design: str  # the paper's Faster R-CNN head for this trunk: "C4" (res5 on RoIs) or "vgg_fc" (fc6/fc7)
+    detection_design: str | None  # the paper's Faster R-CNN head for this trunk: "C4" (res5 on RoIs), "vgg_fc"
+    #                               (fc6/fc7); None for the CIFAR nets, which have none
 
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}

@@ -222,9 +222,9 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
 
 
 def _register() -> None:
-    def info(name: str, family: str, depth: int, residual: bool) -> ModelInfo:
+    def info(name: str, family: str, depth: int, residual: bool, design: str | None = "C4") -> ModelInfo:
         return ModelInfo(name, family, depth, residual, normalized=True, reference_lr=0.1,
-                         zero_init_residual=residual, detection_design="C4")
+                         zero_init_residual=residual, detection_design=design)
 
     for depth in IMAGENET_DEPTHS:
         register_model(f"resnet{depth}", partial(resnet, depth), info(f"resnet{depth}", "resnet", depth, True))
@@ -232,10 +232,10 @@ def _register() -> None:
                        info(f"plain{depth}", "plain", depth, False))
     for depth in CIFAR_DEPTHS:
         register_model(f"cifar_resnet{depth}", partial(cifar_resnet, depth),
-                       info(f"cifar_resnet{depth}", "cifar_resnet", depth, True))
+                       info(f"cifar_resnet{depth}", "cifar_resnet", depth, True, design=None))
         if depth != 1202:
             register_model(f"cifar_plain{depth}", partial(cifar_resnet, depth, residual=False),
-                           info(f"cifar_plain{depth}", "cifar_plain", depth, False))
+                           info(f"cifar_plain{depth}", "cifar_plain", depth, False, design=None))
 
 
 _register()

@@ -166,7 +166,10 @@ def apply_weights_conventions(cfg: CN, *, log: bool = True) -> dict:
     put("INPUT.FORMAT", cfg.INPUT, "FORMAT", meta.input_format)
     put("MODEL.PIXEL_MEAN", cfg.MODEL, "PIXEL_MEAN", list(meta.pixel_mean) if meta.pixel_mean else None)
     put("MODEL.PIXEL_STD", cfg.MODEL, "PIXEL_STD", list(meta.pixel_std) if meta.pixel_std else None)
-    if cfg.MODEL.BACKBONES.NAME.startswith(("resnet", "plain")):
+    from backbones import list_models, model_info
+
+    name = cfg.MODEL.BACKBONES.NAME
+    if name in list_models() and model_info(name).family in ("resnet", "plain"):  # the nets with a stride placement
         put("MODEL.BACKBONES.STRIDE_IN_1X1", cfg.MODEL.BACKBONES, "STRIDE_IN_1X1", meta.stride_in_1x1)
     if log:
         log_weights_conventions(changes, f"{path}, format {weights.source_format}")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
+from backbones.checkpoint_io import atomic_write_text
 from classification.analysis.degradation import plot_curves, run_degradation, summary_table
 from classification.engine.cli import user_errors
 from classification.engine.run_files import FINAL_CHECKPOINT
@@ -36,6 +37,9 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=400)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
+    ap.add_argument("--warmup-until-error", type=float, default=None,
+                    help="lr x0.1 until the running training error is below this, for every net (the paper's "
+                         "ResNet-110 warm-up uses 0.8; default: none, as the main job)")
     ap.add_argument("--eval-period", type=int, default=50)
     ap.add_argument("--train-samples", type=int, default=None,
                     help="train on the first N training items (default: all; the paper's curves use all)")
@@ -59,12 +63,12 @@ def _run(args) -> int:
                      checkpoint_period=args.iterations, train_samples=args.train_samples,
                      val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,
                      workers=args.workers,
-                     seed=args.seed, milestones=(0.5, 0.75))
+                     seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error)
     histories = run_degradation(args.models, base, out)
     plot_curves(histories, out / "degradation.png",
                 title=f"{args.dataset}, {args.iterations} iterations, batch {args.batch_size}, lr {args.lr}")
     table = summary_table(histories)
-    (out / "degradation.md").write_text(table + "\n")
+    atomic_write_text(out / "degradation.md", table + "\n")
     print(table)
     print(f"plot: {out / 'degradation.png'}")
     if args.layer_responses:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from backbones import create_model, list_models
+from backbones.checkpoint_io import atomic_write_text
 
 from ..engine.trainer import ClsConfig, train
 
@@ -25,7 +26,7 @@ def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> 
     for name in models:
         cfg = replace(base, model=name, output_dir=str(out / name))
         results[name] = train(cfg)
-    (out / "degradation.json").write_text(json.dumps({k: v["history"] for k, v in results.items()}, indent=2))
+    atomic_write_text(out / "degradation.json", json.dumps({k: v["history"] for k, v in results.items()}, indent=2))
     return {k: v["history"] for k, v in results.items()}
 
 

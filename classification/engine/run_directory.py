@@ -15,15 +15,13 @@ import logging
 import os
 from pathlib import Path
 
-from .run_files import FAILURE, LAST_CHECKPOINT, RUN_MARKERS
+from .run_files import CHECKPOINT_GLOB, LAST_CHECKPOINT, RUN_MARKERS
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
            "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
-           "prune_intermediate_checkpoints", "LOCK_NAME", "RUN_FILES", "FAILURE_FILE"]
+           "prune_intermediate_checkpoints", "LOCK_NAME"]
 
 LOCK_NAME = ".run.lock"
-RUN_FILES = RUN_MARKERS  # any of them: the directory holds a run
-FAILURE_FILE = FAILURE  # a run's record that it raised (detection's Trainer.train); removed when a resume ends
 _held: dict[str, object] = {}  # path -> open file: the lock lives as long as this process
 
 
@@ -76,7 +74,7 @@ def lock_run_directory(output_dir: str | os.PathLike) -> None:
 def refuse_existing_run(output_dir: str | os.PathLike, *, resume: bool, what: str = "train into it",
                         flag: str = "OUTPUT_DIR") -> None:
     """SystemExit naming the files when `output_dir` already holds a run and `resume` is not set."""
-    found = [f for f in RUN_FILES if (Path(output_dir) / f).is_file()]
+    found = [f for f in RUN_MARKERS if (Path(output_dir) / f).is_file()]  # any of them: the directory holds a run
     if found and not resume:
         raise SystemExit(f"error: {flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "
                          "and overwrite it. Pass --resume to continue that run, or choose another " + flag + ".")
@@ -141,7 +139,7 @@ def prune_intermediate_checkpoints(output_dir: str | os.PathLike, keep: int) -> 
     keep = 0 (the main job: later stages read model_final.pth alone)."""
     if keep < 0:
         raise ValueError(f"keep={keep}: expected 0 or more")
-    intermediate = sorted(Path(output_dir).glob("model_[0-9]*.pth"))  # zero-padded iterations: sorted by age
+    intermediate = sorted(Path(output_dir).glob(CHECKPOINT_GLOB))  # zero-padded iterations: sorted by age
     freed = 0
     for stale in intermediate[:len(intermediate) - keep]:
         freed += stale.stat().st_size

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
-           "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS",
+           "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
+           "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
            "detection_run_finished", "train_seconds_per_iteration"]
 
@@ -35,6 +36,12 @@ STAGE_RECORD = "main_job_stage.json"  # a main-job stage: its command, thread co
 STAGE_LOG = "stage.log"  # a main-job stage's stdout + stderr
 JOB_SUMMARY = "summary.txt"  # the main job's summary
 JOB_RESULTS = "results.json"  # the main job's numbers behind the summary (tools/compare_jobs.py reads it)
+LOG = "log.txt"  # a detection run's Detectron2 log
+INFERENCE_DIR = "inference"  # a detection run's evaluation outputs: inference/<dataset>/...
+PREDICTIONS = "coco_instances_results.json"  # the detections COCO AP scored
+COCO_EVAL = "coco_eval_bbox.json"  # COCO AP's precision curves
+VOC_EVAL = "voc_eval_bbox.json"  # VOC AP's per-class curves
+CHECKPOINT_GLOB = "model_[0-9]*.pth"  # the periodic checkpoints (checkpoint_name), zero-padded: sorted by age
 RUN_MARKERS = (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS)  # any of them: the directory holds a run
 
 

@@ -33,7 +33,7 @@ from detectron2.utils.logger import setup_logger
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
-from classification.engine.run_files import FAILURE, METRICS, TRAINING_LOG
+from classification.engine.run_files import FAILURE, INFERENCE_DIR, METRICS, TRAINING_LOG
 
 from ..checkpoint import BackbonesCheckpointer
 from ..evaluation import build_evaluator
@@ -103,10 +103,14 @@ class ForwardTimer:
         self.model, self.warmup, self.calls, self.seconds, self._t0 = model, warmup, 0, 0.0, None
 
     def __enter__(self):
-        def before(*_):
+        sync = torch.cuda.synchronize if next(self.model.parameters()).is_cuda else (lambda: None)
+
+        def before(*_):  # on a GPU, queued work before and inside the forward is counted where it belongs
+            sync()
             self._t0 = time.perf_counter()
 
         def after(*_):
+            sync()
             self.calls += 1
             if self.calls > self.warmup:
                 self.seconds += time.perf_counter() - self._t0
@@ -133,14 +137,15 @@ def measured_on(cfg) -> dict:
 
 
 def peak_training_memory(cfg) -> dict:
-    """Peak memory of this process so far: torch.cuda.max_memory_allocated on a GPU (what mmdetection reports), the
-    process's peak resident set on a CPU (which counts the loader, Python and every buffer, so it is an upper
-    bound of the model's own)."""
+    """Peak memory of this process so far, read after training's final evaluation: torch.cuda.max_memory_allocated
+    on a GPU (what mmdetection reports), on a CPU the process's peak resident set (Python, Detectron2, the model, its
+    training and that evaluation; not data-loader worker processes; rank 0 only under DDP)."""
     if str(cfg.MODEL.DEVICE).startswith("cuda") and torch.cuda.is_available():
         return {"peak_memory_mb": torch.cuda.max_memory_allocated() / 2**20,
                 "memory_measure": "torch.cuda.max_memory_allocated"}
     return {"peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "memory_measure": "peak resident set of the training process"}
+            "memory_measure": "peak resident set of the training process (rank 0, its final evaluation included, "
+                              "loader workers not)"}
 
 
 def dataset_files(name: str) -> dict:
@@ -254,7 +259,7 @@ class Trainer(DefaultTrainer):
 
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
-        output_folder = output_folder or os.path.join(cfg.OUTPUT_DIR, "inference", dataset_name)
+        output_folder = output_folder or os.path.join(cfg.OUTPUT_DIR, INFERENCE_DIR, dataset_name)
         return build_evaluator(cfg, dataset_name, output_folder, distributed=comm.get_world_size() > 1)
 
     @classmethod
@@ -273,7 +278,7 @@ class Trainer(DefaultTrainer):
                 results[name] = inference_on_dataset(model, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
             conventions[name] = getattr(evaluator, "conventions", {})
-            inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - 5),
+            inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - forward.warmup),
                                "batch": 1}
         if comm.is_main_process():
             completed = None

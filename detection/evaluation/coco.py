@@ -18,6 +18,8 @@ import numpy as np
 from detectron2.evaluation import COCOEvaluator as _D2COCOEvaluator
 from detectron2.utils.file_io import PathManager
 
+from classification.engine.run_files import COCO_EVAL, PREDICTIONS
+
 __all__ = ["COCO_STATS", "CocoEvalSummary", "evaluate_coco", "COCOEvaluator", "COCO_BACKENDS"]
 
 COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
@@ -237,14 +239,14 @@ class COCOEvaluator(_D2COCOEvaluator):
             for r in coco_results:
                 r["category_id"] = reverse[r["category_id"]]
         if self._output_dir:
-            with PathManager.open(os.path.join(self._output_dir, "coco_instances_results.json"), "w") as f:
+            with PathManager.open(os.path.join(self._output_dir, PREDICTIONS), "w") as f:
                 f.write(json.dumps(coco_results))  # one string: about twice as fast as json.dump's many writes
         if not self._do_evaluation:
             return
         self._logger.info(f"Evaluating {len(coco_results)} boxes with {self._backend}")
         summary = evaluate_coco(self._coco_api, coco_results, backend=self._backend, img_ids=img_ids)
         if self._output_dir:
-            with PathManager.open(os.path.join(self._output_dir, "coco_eval_bbox.json"), "w") as f:
+            with PathManager.open(os.path.join(self._output_dir, COCO_EVAL), "w") as f:
                 json.dump(summary.to_dict(), f)
         res = dict(summary.stats)
         res.update({f"AP-{name}": v["AP"] for name, v in summary.per_category.items()})

@@ -20,6 +20,8 @@ from detectron2.evaluation.pascal_voc_evaluation import voc_ap
 from detectron2.structures import BoxMode
 from detectron2.utils import comm
 
+from classification.engine.run_files import VOC_EVAL
+
 __all__ = ["VOCDetectionEvaluator", "voc_eval_class", "voc_match"]
 
 logger = logging.getLogger(__name__)
@@ -195,7 +197,7 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                     f", VOC07 {res['mAP50_voc07']:.2f}, area {res['mAP50_area']:.2f}")
         if self._output_dir:
             os.makedirs(self._output_dir, exist_ok=True)
-            with open(os.path.join(self._output_dir, "voc_eval_bbox.json"), "w") as f:
+            with open(os.path.join(self._output_dir, VOC_EVAL), "w") as f:
                 json.dump({"metrics": res, "per_class_ap50_voc07": {k: v * 100 for k, v in ap07.items()},
                            "per_class_ap50_area": {k: v * 100 for k, v in ap_area.items()},
                            "pr_curves_iou50": curves, "metric": "voc07" if self._is_2007 else "area"}, f)

@@ -30,7 +30,6 @@ from .project import project_files
 from .results import (
     chance_ap,
     degradation_lines,
-    degradation_notes,
     generated_notes,
     job_results,
     summary_lines,
@@ -89,7 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
     ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
     ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
-                    help="detection seeds, nested under every pretraining seed (the scratch controls use the first)")
+                    help="detection seeds, nested under every pretraining seed")
+    ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
+                    help="seeds of the from-scratch controls (default: 0; two or more give the gain over scratch "
+                         "an interval; full: 0 1)")
     ap.add_argument("--pretrain-epochs", type=float, default=None)
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
@@ -126,7 +128,7 @@ def plan_from_args(args) -> MainJobPlan:
                         ("pretrain_val_images", args.pretrain_val_images),
                         ("detect_iterations", args.detect_iterations),
                         ("degradation_iterations", args.degradation_iterations),
-                        ("degradation_seeds", args.degradation_seeds)):
+                        ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     if args.degradation is not None:
@@ -294,7 +296,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
         load_pretrained(net, next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)
         responses[model] = layer_response_std(net, val, max_images=500)
     plot_layer_responses(responses, str(report / "layer_responses.png"))
-    return [("Degradation (paper Figs. 1, 6, 7)", [*degradation_lines(results), *degradation_notes(results, plan)],
+    return [("Degradation (paper Figs. 1, 6, 7)", degradation_lines(results),  # its notes are the report's notes
              [("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
               ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU) "
                                       "on 500 val items")])]

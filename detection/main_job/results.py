@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from backbones import model_info
 from classification.engine.run_files import read_classification_run
@@ -65,7 +64,12 @@ class JobResults:
         return next((g for g in self.groups if g.backbone == backbone and g.init == init), None)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """Every field, and each comparison's call (a property asdict leaves out)."""
+        out = asdict(self)
+        for key in ("gains", "deltas", "degradation_comparisons"):
+            for c, d in zip(getattr(self, key), out[key]):
+                d["call"] = c.call
+        return out
 
 
 def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
@@ -94,8 +98,7 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         backbone, init = meta[g.name]
         by_label[g.name] = g
         out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
-                                      {k: {Path(u).name: v for u, v in g.values(k).items()} for k in DETECT_METRICS
-                                       if g.values(k)}))
+                                      {k: g.values(k) for k in DETECT_METRICS if g.values(k)}))
     for model in plan.backbones:
         pre, scr = by_label.get(group_label(model, "pretrained")), by_label.get(group_label(model, "scratch"))
         if pre and scr:
@@ -204,6 +207,9 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
         if c.call == c.a:
             notes.append(f"Pretraining raises {name}'s AP50 by {c.delta:.1f} over the from-scratch control "
                          f"({c.describe(1)}); the two differ only in the initialisation.")
+        elif c.call == c.b:
+            notes.append(f"The from-scratch control beats pretraining for {name} by {-c.delta:.1f} AP50 "
+                         f"({c.describe(1)}); the two differ only in the initialisation.")
         elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the runs, nothing is called
             notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}.")
         else:
@@ -223,8 +229,9 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"{b} ahead of {a} by {-c.delta:.1f} AP50")
         if c.call is not None:
             text = f"Backbones: {order} ({c.describe()})."
-        else:
-            text = f"Backbones: {order} ({c.describe()}): the order of the two backbones is not established."
+        else:  # no "ahead": the order is what is not established
+            text = (f"Backbones: {a} minus {b}, {c.describe()}: the order of the two backbones is not "
+                    "established.")
         if a in pre and b in pre:
             text += (f" Measured beside it: pretraining top-1 error {a} {pre[a].mean:.1f}%, {b} "
                      f"{pre[b].mean:.1f}%; AP by object size in the table. This job does not measure what "

@@ -19,8 +19,12 @@ units; the t interval widens with few units as it must (t(0.975, 1 df) = 12.7). 
 only the within-unit part; a backbone call needs more pretraining seeds, and `units_needed` says how many.
 
 A call ("A ahead" / "B ahead") is made only when the 95% interval excludes 0; a group with one unit has no
-spread estimate, so no interval and no call. Beside it, P(A > B): the probability that a run of A beats a run of B
-(ties count half) -- rliable's probability of improvement, over all pairs of runs; a description, not a test.
+spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
+interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
+units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
+80% power (the t quantiles of the 95% interval and of 80% power added) -- a size to plan a run by. Beside it,
+P(A > B): the probability that a run of A has the higher value than a run of B (ties count half) -- rliable's
+probability of improvement when higher is better, over all pairs of runs; a description, not a test.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Spread", "Comparison", "spread", "compare", "t_quantile", "LEVEL"]
+__all__ = ["Spread", "Comparison", "spread", "compare", "t_quantile", "LEVEL", "POWER"]
 
 LEVEL = 0.95
+POWER = 0.8  # of `units_needed`
+MAX_UNITS_NEEDED = 1000
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,7 @@ class Comparison:
     p_a_better: float  # P(a run of A > a run of B), ties half
     units: tuple[int, int]  # units in A and in B
     runs: tuple[int, int]
-    units_needed: int | None  # per group, at the observed means and spreads, for the interval to exclude 0
+    units_needed: int | None  # per group, for 80% power at the observed Δ and spreads (None: > 1000 or not asked)
     why_no_interval: str | None = None
     higher_is_better: bool = True  # False for errors: the group "ahead" is the one with the lower value
 
@@ -100,8 +106,12 @@ class Comparison:
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
                 "" if self.higher_is_better else f" (lower {self.metric})")
-        need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at the "
-                "observed spread" if self.units_needed else "")
+        if self.units_needed:
+            need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at "
+                    "the observed spread (80% power)")
+        else:
+            need = "" if self.delta == 0.0 else f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would"
+            need += " be needed to separate a difference this size" if need else ""
         return f"{head}, {ci}, {p} ({counts}) -- no call: the interval includes 0{need}"
 
 
@@ -127,7 +137,7 @@ def spread(values: Values, unit: str) -> Spread | None:
     within = [statistics.variance(v) for v in vals.values() if len(v) > 1]
     mean, between = statistics.fmean(means), statistics.stdev(means) if len(means) > 1 else None
     interval = None
-    if between is not None:
+    if between:  # None (one unit) or 0 (identical unit means): no spread estimate, no interval
         half = t_quantile(0.5 + LEVEL / 2, len(means) - 1) * between / math.sqrt(len(means))
         interval = (mean - half, mean + half)
     return Spread(mean, len(flat), len(vals), unit, statistics.stdev(flat) if len(flat) > 1 else None, between,
@@ -163,13 +173,17 @@ def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b
                           f"{one} has one {unit}: its spread is unknown (run at least 2 {unit}s per group)",
                           higher_is_better)
     var_a, var_b = statistics.variance(ma), statistics.variance(mb)
+    if var_a + var_b == 0.0:
+        return Comparison(metric, a, b, unit_a, unit_b, delta, None, None, p, units, runs, None,
+                          "the unit means are identical within each group: no spread to set an interval by",
+                          higher_is_better)
     se, df = _welch(var_a, len(ma), var_b, len(mb))
     half = t_quantile(0.5 + LEVEL / 2, df) * se
     needed = None
     if abs(delta) <= half and delta != 0.0:
-        for k in range(2, 1001):
+        for k in range(2, MAX_UNITS_NEEDED + 1):
             se_k, df_k = _welch(var_a, k, var_b, k)
-            if t_quantile(0.5 + LEVEL / 2, df_k) * se_k < abs(delta):
+            if (t_quantile(0.5 + LEVEL / 2, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
                 needed = k
                 break
     return Comparison(metric, a, b, unit_a, unit_b, delta, (delta - half, delta + half), df, p, units, runs, needed,

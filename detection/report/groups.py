@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .comparison import Comparison, Spread, compare, spread
 from .runs import RunResult
@@ -73,17 +73,23 @@ class RunGroup:
         """PRETRAINING_RUN when the finished runs start from pretrained weights, RUN for runs from scratch."""
         return PRETRAINING_RUN if any(r.weights for r in self.finished) else RUN
 
-    def unit_of(self, run: RunResult) -> str:
-        """The unit a run belongs to: its weights' run directory, or the run itself."""
-        return str(Path(run.weights).parent) if self.unit == PRETRAINING_RUN else run.path
+    def unit_of(self, run: RunResult, *, by_run: bool = False) -> str:
+        """The unit a run belongs to: its weights file (resolved: one checkpoint named two ways is one unit), or the
+        run itself (from scratch, or `by_run`)."""
+        return os.path.realpath(run.weights) if self.unit == PRETRAINING_RUN and not by_run else run.path
 
-    def values(self, key: str) -> dict[str, list[float]]:
-        """unit -> the finite values of `key` of its finished runs."""
+    @property
+    def checkpoints(self) -> set[str]:
+        """The resolved weights files its finished runs start from (empty from scratch)."""
+        return {os.path.realpath(r.weights) for r in self.finished if r.weights}
+
+    def values(self, key: str, *, by_run: bool = False) -> dict[str, list[float]]:
+        """unit -> the finite values of `key` of its finished runs (`by_run`: each run its own unit)."""
         out: dict[str, list[float]] = {}
         for r in self.finished:
             v = r.metrics.get(key)
             if v is not None and math.isfinite(v):
-                out.setdefault(self.unit_of(r), []).append(v)
+                out.setdefault(self.unit_of(r, by_run=by_run), []).append(v)
         return out
 
     def mean(self, key: str) -> float | None:
@@ -130,16 +136,16 @@ def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[R
     appearance; each unfinished run is a group of its own (listed with its status)."""
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"{len(labels)} group labels for {len(runs)} runs")
-    groups: dict[str, list[RunResult]] = {}
+    groups: dict[tuple, list[RunResult]] = {}  # (kind of key, key): a caller's label, a config, an unfinished run
     for i, r in enumerate(runs):
         if r.status != "finished":
-            key = f"__unfinished_{i}"
+            key = ("unfinished", i)
         else:
-            key = f"label:{labels[i]}" if labels is not None else config_key(r)
+            key = ("label", labels[i]) if labels is not None else ("config", config_key(r))
         groups.setdefault(key, []).append(r)
     out = []
-    for key, members in groups.items():
-        g = RunGroup(key[len("label:"):] if key.startswith("label:") else _group_name(members), members)
+    for (kind, key), members in groups.items():
+        g = RunGroup(key if kind == "label" else _group_name(members), members)
         _aggregate(g)
         out.append(g)
     names = [g.name for g in out]
@@ -150,7 +156,11 @@ def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[R
 
 
 def compare_groups(a: RunGroup, b: RunGroup, key: str) -> Comparison | None:
-    """a vs b on metric `key` (comparison.compare over each group's units); None where either has no value."""
+    """a vs b on metric `key` (comparison.compare over each group's units); None where either has no value. When
+    both start from the same checkpoint(s) -- an ablation of the detector on one pretrained backbone -- the backbone
+    does not vary between them and the detection runs are the units."""
+    if a.unit == b.unit == PRETRAINING_RUN and a.checkpoints == b.checkpoints:
+        return compare(key, a.name, a.values(key, by_run=True), RUN, b.name, b.values(key, by_run=True), RUN)
     return compare(key, a.name, a.values(key), a.unit, b.name, b.values(key), b.unit)
 
 

@@ -15,12 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from classification.engine.run_files import (
+    COCO_EVAL,
     CONFIG_JSON,
     CONFIG_YAML,
     FAILURE,
     FINAL_CHECKPOINT,
+    INFERENCE_DIR,
+    LOG,
     METRICS,
+    PREDICTIONS,
     TRAINING_LOG,
+    VOC_EVAL,
     read_classification_run,
     train_seconds_per_iteration,
 )
@@ -91,7 +96,7 @@ class RunResult:
 
     @property
     def predictions_file(self) -> Path:
-        return Path(self.path) / "inference" / self.dataset / "coco_instances_results.json"
+        return Path(self.path) / INFERENCE_DIR / self.dataset / PREDICTIONS
 
 
 def _read_json(path: Path):
@@ -215,7 +220,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     run.dataset = tests[0] if tests else ""
     run.train_datasets = tuple(datasets.get("TRAIN", []) or [])
     run.train_log = _read_train_log(path / TRAINING_LOG)
-    log = path / "log.txt"
+    log = path / LOG
     if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace")[-20000:]:
         run.status = "crashed (see log.txt)"
     metrics = _read_json(path / METRICS)
@@ -256,9 +261,9 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     prefix = "AP50-" if voc else "AP-"
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
         {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
-    inference = path / "inference" / run.dataset
-    coco_eval = _read_json(inference / "coco_eval_bbox.json")
-    voc_eval = _read_json(inference / "voc_eval_bbox.json")
+    inference = path / INFERENCE_DIR / run.dataset
+    coco_eval = _read_json(inference / COCO_EVAL)
+    voc_eval = _read_json(inference / VOC_EVAL)
     if coco_eval and coco_eval.get("precision"):
         rec = coco_eval["recall_thresholds"]
         for key in ("iou50", "iou75"):

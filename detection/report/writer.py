@@ -216,8 +216,12 @@ def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]
             continue
         f = g.finished
         params = _mean_of([r.parameters for r in f])
-        units = len({g.unit_of(r) for r in f})
-        n = f"{units} x {g.n // units}" if units != g.n else str(g.n)  # pretraining runs x detection runs
+        per_unit = {}
+        for r in f:
+            per_unit[g.unit_of(r)] = per_unit.get(g.unit_of(r), 0) + 1
+        counts = set(per_unit.values())
+        n = (str(g.n) if counts == {1} else f"{len(per_unit)} x {counts.pop()}" if len(counts) == 1
+             else f"{len(per_unit)} units, {g.n} runs")  # pretraining runs x detection runs per pretraining run
         rows.append([g.name, g.first.backbone, g.first.init, n, _fmt(_mean_of([r.train_s_per_iter for r in f]), 3),
                      _fmt(_mean_of([r.inference_s_per_image for r in f]), 3),
                      _fmt(_mean_of([r.peak_memory_mb for r in f]), 0),

@@ -68,3 +68,31 @@ def test_the_converged_runs_get_the_same_ap50_call_at_either_floating_point_orde
     c = compare("AP50", "resnet101", _units(*r101), "pretraining run", "vgg16_bn", _units(*vgg), "pretraining run")
     assert c.call is None and c.interval[0] < 0 < c.interval[1], commit
     assert c.units_needed >= 3
+
+
+def test_identical_unit_means_give_no_interval_rather_than_a_zero_width_call():
+    """A quantised metric can repeat exactly: a zero-width interval would call a 0.1-point difference."""
+    c = compare("AP50", "A", {0: [50.0], 1: [50.0]}, "run", "B", {0: [49.9], 1: [49.9]}, "run")
+    assert c.interval is None and c.call is None and "identical" in c.why_no_interval
+    assert spread({0: [50.0], 1: [50.0]}, "run").interval is None
+
+
+def test_units_needed_is_for_80_percent_power():
+    """k units per group such that (t(0.975, df_k) + t(0.8, df_k)) * se_k < |Δ|, and not k - 1."""
+    a, b = {0: [10.0], 1: [12.0]}, {0: [9.0], 1: [10.0]}
+    c = compare("AP", "a", a, "run", "b", b, "run")
+    var_a, var_b = statistics.variance([10.0, 12.0]), statistics.variance([9.0, 10.0])
+
+    def separates(k):
+        va, vb = var_a / k, var_b / k
+        df = (va + vb) ** 2 / (va**2 / (k - 1) + vb**2 / (k - 1))
+        return (t_quantile(0.975, df) + t_quantile(0.8, df)) * math.sqrt(va + vb) < 1.5
+
+    assert c.call is None and separates(c.units_needed) and not separates(c.units_needed - 1)
+    assert "(80% power)" in c.describe()
+
+
+def test_higher_is_better_false_names_the_lower_error():
+    c = compare("training error", "deep", {0: [40.0], 1: [41.0]}, "run", "shallow", {0: [20.0], 1: [21.0]}, "run",
+                higher_is_better=False)
+    assert c.delta == 20.0 and c.call == "shallow" and "shallow ahead (lower training error)" in c.describe()

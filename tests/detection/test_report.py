@@ -356,3 +356,22 @@ def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tm
     with Image.open(tmp_path / "report" / "qualitative.png") as png:
         assert png.width == (MAX_COLUMNS + 1) * CELL_SIZE
     assert f"the first {MAX_COLUMNS} of {MAX_COLUMNS + 3} configurations" in paths["markdown"].read_text()
+
+
+def test_a_pretrained_groups_unit_is_its_checkpoint_and_a_shared_checkpoint_makes_the_runs_units(tmp_path):
+    """Detection seeds from one checkpoint are one unit (no backbone call from them); the same file named through a
+    symlink is still one unit; two arms of an ablation on the same checkpoint compare their detection runs."""
+    from detection.report.groups import PRETRAINING_RUN, RUN, compare_groups, group_runs
+
+    (tmp_path / "w").mkdir()
+    ckpt = tmp_path / "w" / "r101.pth"
+    ckpt.write_bytes(b"")
+    (tmp_path / "w" / "link.pth").symlink_to(ckpt)
+    runs = [make_run(tmp_path, f"a{s}", "resnet101", coco={"AP": 30.0 + s, "AP50": 50.0}, seed=s,
+                     weights=str(tmp_path / "w" / ("link.pth" if s else "r101.pth"))) for s in (0, 1, 2)]
+    runs += [make_run(tmp_path, f"b{s}", "resnet101", coco={"AP": 20.0 + s, "AP50": 40.0}, seed=s,
+                      weights=str(ckpt), extra_cfg={"SOLVER": {"MAX_ITER": 90000, "BASE_LR": 0.5}}) for s in (0, 1, 2)]
+    a, b = group_runs([load_run(r) for r in runs], ["a"] * 3 + ["b"] * 3)
+    assert a.unit == PRETRAINING_RUN and len(a.values("AP")) == 1 and a.metrics["AP"].units == 1
+    c = compare_groups(a, b, "AP")  # same checkpoint on both sides: the detection runs are the units
+    assert c.unit_a == c.unit_b == RUN and c.units == (3, 3) and c.call == "a"

@@ -3,12 +3,21 @@ conventions asked of the model registry, the dry run with measured estimates, th
 plan that cannot run, and the one resolver of the checkout's tools/ and configs/."""
 
 import re
+from dataclasses import replace
 
 import pytest
 import torch
 
 from conftest import REPO, run_tool
-from detection.main_job.plan import MainJobPlan, PlanError, leg_config_files, paper_config, plan_stages, validate_plan
+from detection.main_job.plan import (
+    PRESETS,
+    MainJobPlan,
+    PlanError,
+    leg_config_files,
+    paper_config,
+    plan_stages,
+    validate_plan,
+)
 from detection.main_job.project import ENV_VAR, ProjectFilesNotFound, project_files
 
 
@@ -27,6 +36,10 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     assert {s.group for s in det} == {"vgg16_bn_pretrained", "resnet101_pretrained"}
     assert all(s.iterations == plan.pretrain_iterations() for s in pre)
     assert plan.pretrain_iterations() == -(-plan.pretrain_items() // plan.pretrain_batch)
+    full = plan_stages(replace(MainJobPlan(), **PRESETS["full"]), tmp_path)
+    assert sorted(s.out.name for s in full if s.init == "scratch") == [  # two seeds: the gain gets an interval
+        "resnet101_scratch_d0", "resnet101_scratch_d1", "vgg16_bn_scratch_d0", "vgg16_bn_scratch_d1"]
+    assert sum(s.kind == "degradation" for s in full) == 4 * 2
     sel = plan_stages(MainJobPlan(selection=True), tmp_path)
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
 

@@ -38,6 +38,11 @@ def test_notes_make_a_claim_only_when_its_interval_supports_it():
     vgg_close.gains[0] = compare("AP50", "vgg16_bn_pretrained", {"p0": [95.0], "p1": [96.0]}, PRE,
                                  "vgg16_bn_scratch", {"s0": [90.0], "s1": [97.0]}, RUN)
     assert "no effect of pretraining is established" in " ".join(generated_notes(vgg_close, plan))
+    scratch_wins = _results([95.0, 97.0])
+    scratch_wins.gains[0] = compare("AP50", "vgg16_bn_pretrained", {"p0": [80.0], "p1": [81.0]}, PRE,
+                                    "vgg16_bn_scratch", {"s0": [90.0], "s1": [91.0]}, RUN)
+    assert "The from-scratch control beats pretraining for vgg16_bn by 10.0 AP50" in " ".join(
+        generated_notes(scratch_wins, plan))
     bare = " ".join(generated_notes(_results([95.0, 97.0], with_pretraining=False), plan))
     assert "Measured beside it" not in bare  # no pretraining numbers: nothing said about them
 
