@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from backbones import model_info
 from classification.engine.run_files import read_classification_run
@@ -89,6 +90,7 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         if len(images) == 1 and None not in images:
             out.pretraining_images[model] = images.pop()
     detect = [s for s in stages if s.kind == "detect"]
+    job = detect[0].out.parent.parent.resolve() if detect else None  # OUTPUT/detect/<leg>
     groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
     meta = {s.group: (s.model, s.init) for s in detect}
     by_label = {}
@@ -98,7 +100,7 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         backbone, init = meta[g.name]
         by_label[g.name] = g
         out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
-                                      {k: g.values(k) for k in DETECT_METRICS if g.values(k)}))
+                                      {k: _portable_units(g.values(k), job) for k in DETECT_METRICS if g.values(k)}))
     for model in plan.backbones:
         pre, scr = by_label.get(group_label(model, "pretrained")), by_label.get(group_label(model, "scratch"))
         if pre and scr:
@@ -109,6 +111,18 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         if base and other:
             out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     _degradation(out, [s for s in stages if s.kind == "degradation"])
+    return out
+
+
+def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[str, list[float]]:
+    """The units named relative to the job directory (pretrain/resnet101_p0/model_final.pth): results.json says the
+    same on every machine and in every output directory."""
+    out = {}
+    for unit, v in values.items():
+        try:
+            out[str(Path(unit).resolve().relative_to(job))] = v
+        except (ValueError, TypeError):  # outside the job (or no job): the unit as it is
+            out[unit] = v
     return out
 
 
