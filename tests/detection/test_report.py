@@ -375,3 +375,19 @@ def test_a_pretrained_groups_unit_is_its_checkpoint_and_a_shared_checkpoint_make
     assert a.unit == PRETRAINING_RUN and len(a.values("AP")) == 1 and a.metrics["AP"].units == 1
     c = compare_groups(a, b, "AP")  # same checkpoint on both sides: the detection runs are the units
     assert c.unit_a == c.unit_b == RUN and c.units == (3, 3) and c.call == "a"
+
+
+def test_runs_evaluated_on_different_files_are_not_seeds_of_one_group(tmp_path):
+    """Four runs registered under one dataset name, SEED 0 each, but evaluated on four different json files: four
+    experiments, not n=4 (the grouping reads the evaluated files metrics.json records)."""
+    from detection.report.groups import group_runs
+
+    runs = []
+    for i in range(4):
+        run = make_run(tmp_path, f"r{i}", "resnet101", coco={"AP": 20.0 + i, "AP50": 40.0}, dataset="mine")
+        m = json.loads((run / "metrics.json").read_text())
+        m["datasets"] = {"mine": {"json_file": f"/data/file{i}.json", "image_root": "/data/img"}}
+        (run / "metrics.json").write_text(json.dumps(m))
+        runs.append(load_run(run))
+    assert [g.n for g in group_runs(runs)] == [1, 1, 1, 1]
+    assert [g.n for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group
