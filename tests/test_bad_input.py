@@ -17,6 +17,7 @@ from classification.data.datasets import SKIPPED, ImageFolderDataset
 from classification.data.images import ImageReadError, open_image
 from classification.engine.cli import warn_oversubscription
 from classification.engine.config import ClsConfig
+from classification.engine.errors import UsageError
 from conftest import REPO, det_args, run_tool
 from detection import get_detection_cfg
 from detection.config import ConfigFileError
@@ -99,7 +100,7 @@ def test_a_finished_run_is_not_overwritten(tmp_path):
     out.mkdir()
     (out / "model_final.pth").write_bytes(b"weights")
     (out / "metrics.json").write_text("{}")
-    with pytest.raises(SystemExit, match="already holds a run .*model_final.pth, metrics.json.*--resume"):
+    with pytest.raises(UsageError, match="already holds a run .*model_final.pth, metrics.json.*--resume"):
         train_net.setup(_args(out))
     assert (out / "model_final.pth").read_bytes() == b"weights"
     assert not (out / "config.yaml").exists()  # refused before anything was written
@@ -167,9 +168,11 @@ def test_coco_ap_of_a_voc_dataset_with_difficult_objects(tiny_data, tmp_path):
 
 # ---- poor but not dangerous ------------------------------------------------------------------------------------
 
-def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path, no_slurm):
-    with pytest.raises(SystemExit, match="no Slurm .*--cluster local"):
+def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path, no_slurm, capsys):
+    with pytest.raises(SystemExit) as exit_:
         train_net.run(det_args(tiny_data, tmp_path / "s", 2, "--slurm")[1:])
+    assert exit_.value.code == 2  # the entry point's exit; the library raised UsageError
+    assert "error: --slurm: this machine has no Slurm" in capsys.readouterr().err
 
 
 def test_many_processes_on_few_cores_warn(capsys):

@@ -16,6 +16,7 @@ import torch
 from backbones import CheckpointReadError, IncompatibleWeightsError
 
 from ..data.images import ImageReadError
+from .errors import UsageError
 from .run_directory import RunDirectoryBusy
 
 __all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments", "hide_third_party_warnings"]
@@ -42,6 +43,11 @@ def user_errors(debug: bool = False, extra: tuple[type[BaseException], ...] = ()
     """Turn USER_ERRORS (and `extra`) raised inside into `error: ...` on stderr and exit status 2."""
     try:
         yield
+    except UsageError as err:  # its message is complete: no type name
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     except (*USER_ERRORS, *extra) as err:
         if debug:
             raise

@@ -15,6 +15,7 @@ import logging
 import os
 from pathlib import Path
 
+from .errors import UsageError
 from .run_files import CHECKPOINT_GLOB, LAST_CHECKPOINT, RUN_MARKERS
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
@@ -73,10 +74,10 @@ def lock_run_directory(output_dir: str | os.PathLike) -> None:
 
 def refuse_existing_run(output_dir: str | os.PathLike, *, resume: bool, what: str = "train into it",
                         flag: str = "OUTPUT_DIR") -> None:
-    """SystemExit naming the files when `output_dir` already holds a run and `resume` is not set."""
+    """UsageError naming the files when `output_dir` already holds a run and `resume` is not set."""
     found = [f for f in RUN_MARKERS if (Path(output_dir) / f).is_file()]  # any of them: the directory holds a run
     if found and not resume:
-        raise SystemExit(f"error: {flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "
+        raise UsageError(f"{flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "
                          "and overwrite it. Pass --resume to continue that run, or choose another " + flag + ".")
 
 
@@ -89,19 +90,19 @@ def _flatten(d, prefix: str = "") -> dict:
 
 
 def refuse_changed_settings(recorded: dict, now: dict, *, allowed: tuple[str, ...], source: str) -> None:
-    """SystemExit listing the settings a --resume would change (other than `allowed` keys): the run keeps the
+    """UsageError listing the settings a --resume would change (other than `allowed` keys): the run keeps the
     settings it recorded in `source` (a failed resume with other settings used to rewrite them)."""
     old, new = _flatten(recorded), _flatten(now)
     changed = [f"{k}: {old.get(k, '(unset)')!r} -> {new.get(k, '(unset)')!r}" for k in sorted(set(old) | set(new))
                if old.get(k) != new.get(k) and k not in allowed]
     if changed:
-        raise SystemExit(f"error: --resume with settings other than the run's ({source}): {'; '.join(changed[:6])}"
+        raise UsageError(f"--resume with settings other than the run's ({source}): {'; '.join(changed[:6])}"
                          f"{' ...' if len(changed) > 6 else ''}. A resumed run keeps its settings; to change them, "
                          "start a new output directory")
 
 
 def refuse_symlinks(output_dir: str | os.PathLike) -> None:
-    """SystemExit if an entry of the run directory is a symbolic link: a run writes config.yaml, log.txt, metrics
+    """UsageError if an entry of the run directory is a symbolic link: a run writes config.yaml, log.txt, metrics
     and checkpoints there, and through a link it would overwrite a file outside the run. (The directory itself
     may be a link, e.g. to a larger disk.)"""
     out = Path(output_dir)
@@ -110,7 +111,7 @@ def refuse_symlinks(output_dir: str | os.PathLike) -> None:
     links = sorted(p for p in out.iterdir() if p.is_symlink())
     if links:
         shown = ", ".join(f"{p.name} -> {os.readlink(p)}" for p in links[:3])
-        raise SystemExit(f"error: {out} holds symbolic links ({shown}{' ...' if len(links) > 3 else ''}); a run "
+        raise UsageError(f"{out} holds symbolic links ({shown}{' ...' if len(links) > 3 else ''}); a run "
                          "writes its files there and would write through them. Remove the links or choose another "
                          "output directory")
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 __all__ = ["add_cluster_arguments", "SubmititJob", "submit", "port_for_job", "workers_per_node",
            "ignore_preemption_signal", "PartitionLimits", "partition_limits", "check_request"]
 
@@ -62,12 +64,12 @@ def workers_per_node(args: argparse.Namespace) -> int:
     """Training processes per node: --tasks-per-node, else one per GPU (1 on a CPU partition)."""
     gpus, tasks = args.gpus_per_node, args.tasks_per_node
     if gpus < 0 or (tasks is not None and tasks < 1) or args.nodes < 1:
-        raise SystemExit(f"error: --nodes {args.nodes} --gpus-per-node {gpus} --tasks-per-node {tasks}: need at "
+        raise UsageError(f"--nodes {args.nodes} --gpus-per-node {gpus} --tasks-per-node {tasks}: need at "
                          "least one node and one training process, and no negative GPU count")
     if tasks is None:
         return gpus if gpus > 0 else 1
     if gpus > 0 and tasks > gpus:
-        raise SystemExit(f"error: --tasks-per-node {tasks} > --gpus-per-node {gpus}: one training process per "
+        raise UsageError(f"--tasks-per-node {tasks} > --gpus-per-node {gpus}: one training process per "
                          "GPU at most (use --gpus-per-node 0 for CPU processes)")
     return tasks
 
@@ -117,7 +119,7 @@ def check_request(limits: PartitionLimits, nodes: int, cpus: int, gpus: int) -> 
         problems.append(f"{gpus} GPUs per node (a node has {limits.gpus_per_node}; --gpus-per-node, 0 on a CPU "
                         "partition)")
     if problems:
-        raise SystemExit(f"error: --slurm: partition {limits.name} cannot run this job, which asks for "
+        raise UsageError(f"--slurm: partition {limits.name} cannot run this job, which asks for "
                          f"{'; '.join(problems)}. Slurm would accept it and leave it pending forever "
                          "(Reason=PartitionConfig); not submitted")
 
@@ -194,7 +196,7 @@ def submit(entry: Callable[[argparse.Namespace], Any], args: argparse.Namespace,
     executor = submitit.AutoExecutor(folder=folder, cluster=args.cluster, slurm_max_num_timeout=args.max_requeues,
                                      local_max_num_timeout=args.max_requeues)
     if args.cluster is None and executor.cluster != "slurm":  # submitit would silently run it here instead
-        raise SystemExit("error: --slurm: this machine has no Slurm (no sbatch found); pass --cluster local to run "
+        raise UsageError("--slurm: this machine has no Slurm (no sbatch found); pass --cluster local to run "
                          "the job as a local submitit process, or drop --slurm to run it directly")
     workers = workers_per_node(args)
     gpus = args.gpus_per_node if executor.cluster == "slurm" or _has_cuda() else 0

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
+from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
@@ -264,8 +265,8 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
                            timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))
-    except (RuntimeError, SystemExit) as err:  # a StageConflict, or a request the partition cannot run
-        print(f"[main job] {err if str(err).startswith('error') else f'error: {err}'}", file=sys.stderr)
+    except (RuntimeError, UsageError) as err:  # a StageConflict, or a request the partition cannot run
+        print(f"[main job] error: {err}", file=sys.stderr)
         return 1
     print(f"[main job] {len(ids) - 1} stage job(s) and the report job {ids['report']} submitted; watch them with "
           f"`squeue -j {','.join(ids.values())}`; stage logs in each stage directory ({STAGE_LOG}), Slurm's in "
