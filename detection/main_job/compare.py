@@ -27,6 +27,7 @@ __all__ = ["compare_jobs", "comparison_lines"]
 
 PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 accuracy on its val items
 DETECT_METRICS = ("AP50", "AP")
+DEGRADATION_METRIC = "training error"  # %, a degradation net's running training error at its last iteration
 
 
 def _job_dir(path) -> Path:
@@ -64,6 +65,11 @@ def _stage_numbers(stage: Path) -> tuple[dict[str, float], str | None]:
     if stage.parent.name == "pretrain":
         pre = read_classification_run(stage)
         return ({PRETRAIN_METRIC: pre.top1_error}, None) if pre.top1_error is not None else ({}, pre.status)
+    if stage.parent.name == "degradation":
+        run = read_classification_run(stage)
+        if not run.finished or not run.history.get("train_error"):
+            return {}, run.status if not run.finished else "no training error recorded"
+        return {DEGRADATION_METRIC: run.history["train_error"][-1], PRETRAIN_METRIC: run.top1_error}, None
     run = load_run(stage)
     if run.status != "finished":
         return {}, run.status
@@ -108,32 +114,45 @@ def _inputs(argv: list[str] | None) -> set[str]:
 
 
 def _stages(job: Path) -> dict[str, Path]:
-    return {f"{kind}/{d.name}": d for kind in ("pretrain", "detect") if (job / kind).is_dir()
+    return {f"{kind}/{d.name}": d for kind in ("pretrain", "detect", "degradation") if (job / kind).is_dir()
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-def _recomputed(res: dict, metric: str, a: str, b: str):
-    """The comparison of groups a and b on `metric`, recomputed from a job's per-unit values; None if absent."""
-    groups = {g.get("name"): g for g in res["groups"] if isinstance(g, dict)}
+def _recomputed(res: dict, kind: str, metric: str, a: str, b: str):
+    """The comparison of a and b on `metric`, recomputed from a job's per-unit values (its detection groups, or for
+    a degradation comparison its nets' training errors, lower better); None if absent."""
     try:
+        if kind == "degradation_comparisons":
+            nets = {d.get("model"): d for d in res.get("degradation") or [] if isinstance(d, dict)}
+            return compare(metric, a, nets[a]["errors"]["train"], "run", b, nets[b]["errors"]["train"], "run",
+                           higher_is_better=False)
+        groups = {g.get("name"): g for g in res["groups"] if isinstance(g, dict)}
         ga, gb = groups[a], groups[b]
         return compare(metric, a, ga["values"][metric], ga["unit"], b, gb["values"][metric], gb["unit"])
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError):
         return None
 
 
 def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
+    """Every comparison job A made -- backbones, pretrained vs scratch, the degradation depths -- recomputed in
+    both jobs."""
     out = []
-    for d in res_a.get("deltas") or []:
-        if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
-            continue
-        row = {"a": d["a"], "b": d["b"], "metric": d["metric"]}
-        for side, res in (("A", res_a), ("B", res_b)):
-            c = _recomputed(res, d["metric"], d["a"], d["b"])
-            row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
-        row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
-        out.append(row)
+    for kind in ("deltas", "gains", "degradation_comparisons"):
+        for d in res_a.get(kind) or []:
+            if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
+                continue
+            out.append(_verdict(res_a, res_b, kind, d))
     return out
+
+
+def _verdict(res_a: dict, res_b: dict, kind: str, d: dict) -> dict:
+    """One comparison in both jobs, and whether they make the same call."""
+    row = {"a": d["a"], "b": d["b"], "metric": d["metric"], "kind": kind}
+    for side, res in (("A", res_a), ("B", res_b)):
+        c = _recomputed(res, kind, d["metric"], d["a"], d["b"])
+        row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
+    row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
+    return row
 
 
 def compare_jobs(a, b) -> dict:
@@ -176,7 +195,7 @@ def compare_jobs(a, b) -> dict:
                                 "diff": nums_b[metric] - nums_a[metric], "same_settings": same})
     out["threads"] = {k: sorted(v, key=lambda t: (t is None, t or 0)) for k, v in out["threads"].items()}
     moved = {}
-    for metric in (PRETRAIN_METRIC, *DETECT_METRICS):
+    for metric in (PRETRAIN_METRIC, *DETECT_METRICS, DEGRADATION_METRIC):
         diffs = [abs(r["diff"]) for r in out["rows"] if r["metric"] == metric and r["same_settings"]]
         if diffs:
             moved[metric] = {"mean_abs_diff": statistics.fmean(diffs), "max_abs_diff": max(diffs), "n": len(diffs)}

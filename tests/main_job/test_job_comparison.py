@@ -130,3 +130,29 @@ def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):
     assert "Traceback" not in bad.stderr
     with pytest.raises(FileNotFoundError, match="no such directory"):
         compare_jobs(a, tmp_path / "missing")
+
+
+def test_the_degradation_stages_and_comparisons_are_matched_and_recomputed(tmp_path):
+    """A job with the degradation experiment: its stages are compared stage by stage (training error), and its
+    deeper-vs-shallower comparison (lower error ahead) is recomputed in each job from results.json's values."""
+    jobs = []
+    for side, deep in (("a", [80.0, 82.0]), ("b", [30.0, 31.0])):
+        job = _job(tmp_path / side, "/r", 1, groups=_groups(90.0, 95.0, 0.2))
+        for seed, err in enumerate(deep):
+            d = job / "degradation" / f"cifar_plain56_s{seed}"
+            _stage(job, f"degradation/cifar_plain56_s{seed}", ["tools/train_cls.py", "--seed", str(seed)], 1,
+                   {"final": {"top1": 100 - err}, "history": {"train_error": [90.0, err]}})
+            (d / "model_final.pth").write_bytes(b"")
+        res = json.loads((job / "results.json").read_text())
+        res["degradation"] = [{"model": "cifar_plain56", "errors": {"train": {"s0": [deep[0]], "s1": [deep[1]]}}},
+                              {"model": "cifar_plain20", "errors": {"train": {"s0": [35.0], "s1": [36.0]}}}]
+        res["degradation_comparisons"] = [{"a": "cifar_plain56", "b": "cifar_plain20", "metric": "training error"}]
+        (job / "results.json").write_text(json.dumps(res))
+        jobs.append(job)
+    cmp = compare_jobs(*jobs)
+    rows = {(r["stage"], r["metric"]): r for r in cmp["rows"]}
+    assert rows[("degradation/cifar_plain56_s0", "training error")]["diff"] == pytest.approx(30.0 - 80.0)
+    (v,) = [v for v in cmp["verdicts"] if v["kind"] == "degradation_comparisons"]
+    assert v["A"]["call"] == "cifar_plain20" and not v["A"]["higher_is_better"]  # the deeper plain net degrades in A
+    assert v["B"]["call"] == "cifar_plain56" and not v["same_call"]  # and not in B
+    assert "NOT the same call" in "\n".join(comparison_lines(cmp))
