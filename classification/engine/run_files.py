@@ -1,9 +1,10 @@
-"""The files a run writes, named once, and the readers that turn them into typed records.
+"""The files a run writes, named once, and the reader of a classification run's record.
 
 Every tool's output directory holds some of these; this module is the only place their names are spelled (as
 Detectron2's `Checkpointer` owns `last_checkpoint`). Both trainers, the run-directory rules, the report, the main job,
-its comparison and the benchmarks import the names and readers from here. It sits in `classification.engine`, the
-layer both pipelines share, because the classification trainer writes these files too.
+its comparison and the benchmarks import the names from here. It sits in `classification.engine`, the layer both
+pipelines share, because the classification trainer writes these files too; a detection run's record is read one
+layer up, by `detection.report.runs.load_run`.
 
 A classification run (tools/train_cls.py): CONFIG_JSON, METRICS (history, final top-1/top-5), checkpoints.
 A detection run (tools/train_det.py): CONFIG_YAML, METRICS ({"evaluation": ..., "iterations_completed": ...}),
@@ -21,8 +22,7 @@ from pathlib import Path
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
-           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
-           "detection_run_finished", "train_seconds_per_iteration"]
+           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run"]
 
 METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
 FINAL_CHECKPOINT = "model_final.pth"
@@ -117,35 +117,6 @@ def read_classification_run(path) -> ClassificationRun:
     return ClassificationRun(path, status, cfg, 100.0 - float(top1), 100.0 - float(top5) if top5_ok else None,
                              history, _number(metrics.get("seconds")), _int(metrics.get("images_seen")),
                              _int(metrics.get("val_images")))
-
-
-def detection_run_finished(path, iterations: int) -> bool:
-    """A tools/train_det.py run that trained all `iterations` and evaluated: final checkpoint, no failure record,
-    metrics.json with the iteration count and an evaluation (a failed evaluation of a finished run also writes
-    metrics.json, so each is required)."""
-    path = Path(path)
-    if not (path / FINAL_CHECKPOINT).is_file() or (path / FAILURE).exists():
-        return False
-    try:
-        m = read_json(path / METRICS)
-    except RunFileError:
-        return False
-    return isinstance(m, dict) and m.get("iterations_completed") == iterations and "evaluation" in m
-
-
-def train_seconds_per_iteration(log: list[dict], iterations: int | None) -> tuple[float | None, str]:
-    """Training seconds per iteration from TRAINING_LOG's records (Detectron2 logs `time`, the median of the last
-    20 iterations, every 20): their mean over iterations 100-500 when the run has 500, else over its middle 80%
-    (start-up and the final evaluation left out, as Detectron2's MODEL_ZOO figures). (None, why) without records."""
-    timed = [(r["iteration"], r["time"]) for r in log
-             if isinstance(r.get("iteration"), int) and isinstance(r.get("time"), (int, float))
-             and not isinstance(r.get("time"), bool) and math.isfinite(r["time"])]
-    if not timed:
-        return None, f"no iteration times in {TRAINING_LOG}"
-    last = iterations or max(i for i, _ in timed) + 1
-    lo, hi, what = (100, 500, "iterations 100-500") if last >= 500 else (0.1 * last, 0.9 * last, "middle 80%")
-    window = [t for i, t in timed if lo <= i + 1 <= hi] or [t for _, t in timed]
-    return sum(window) / len(window), f"{what} ({len(window)} logged medians)"
 
 
 def _number(v) -> float | None:

@@ -26,7 +26,6 @@ from classification.engine.run_files import (
     STAGE_LOG,
     STAGE_RECORD,
     RunFileError,
-    detection_run_finished,
     read_classification_run,
     read_json,
 )
@@ -48,7 +47,10 @@ def stage_done(stage: Stage) -> bool:
     """Finished = the tool's final checkpoint and its evaluation exist (run_files says what that is per tool)."""
     if stage.kind in ("pretrain", "degradation"):  # tools/train_cls.py runs
         return read_classification_run(stage.out).finished
-    return detection_run_finished(stage.out, stage.iterations)
+    from ..report.runs import load_run  # the one definition of a finished detection run
+
+    run = load_run(stage.out)
+    return run.status == "finished" and run.iterations == stage.iterations
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from classification.engine.run_files import (
     TRAINING_LOG,
     VOC_EVAL,
     read_classification_run,
-    train_seconds_per_iteration,
 )
 
 from ..safe_yaml import ConfigFileError, load_yaml
@@ -82,7 +81,7 @@ class RunResult:
     conventions: dict = field(default_factory=dict)  # how the evaluator scored (back end, difficult objects)
     gmacs: float | None = None
     # what a model-zoo table reports, each measured by the run itself (detection.engine.trainer)
-    train_s_per_iter: float | None = None  # run_files.train_seconds_per_iteration
+    train_s_per_iter: float | None = None  # train_seconds_per_iteration
     inference_s_per_image: float | None = None  # the model's forward in eval mode, batch 1, loader excluded
     peak_memory_mb: float | None = None
     memory_measure: str = ""
@@ -178,6 +177,21 @@ def _finite_metrics(values: dict, source: str) -> dict[str, float]:
         if not math.isnan(v):
             out[k] = float(v)
     return out
+
+
+def train_seconds_per_iteration(log: list[dict], iterations: int | None) -> tuple[float | None, str]:
+    """Training seconds per iteration from TRAINING_LOG's records (Detectron2 logs `time`, the median of the last
+    20 iterations, every 20): their mean over iterations 100-500 when the run has 500, else over its middle 80%
+    (start-up and the final evaluation left out, as Detectron2's MODEL_ZOO figures). (None, why) without records."""
+    timed = [(r["iteration"], r["time"]) for r in log
+             if isinstance(r.get("iteration"), int) and isinstance(r.get("time"), (int, float))
+             and not isinstance(r.get("time"), bool) and math.isfinite(r["time"])]
+    if not timed:
+        return None, f"no iteration times in {TRAINING_LOG}"
+    last = iterations or max(i for i, _ in timed) + 1
+    lo, hi, what = (100, 500, "iterations 100-500") if last >= 500 else (0.1 * last, 0.9 * last, "middle 80%")
+    window = [t for i, t in timed if lo <= i + 1 <= hi] or [t for _, t in timed]
+    return sum(window) / len(window), f"{what} ({len(window)} logged medians)"
 
 
 def _finite(v) -> float | None:
