@@ -21,7 +21,7 @@ test-fast: setup
 # The detection tests against Detectron2 main (what Detectron2's install instructions build) in a second
 # environment that reuses .venv's torch and dependencies: D2_MAIN = a source tree or .tar.gz of it.
 D2_MAIN ?= $(firstword $(wildcard ../shared/vendor/detectron2-main-*.tar.gz))
-D2_TESTS := tests/detection/test_detection_models.py tests/test_detection_data_eval.py \
+D2_TESTS := tests/detection/test_detection_models.py tests/detection/test_detection_data_eval.py \
 	tests/detection/test_train_det.py tests/detection/test_reliability.py
 test-d2main: setup
 	@test -n "$(D2_MAIN)" || { echo "test-d2main: no Detectron2 main source; pass D2_MAIN=PATH (tree or .tar.gz)"; exit 2; }

@@ -326,6 +326,7 @@ COCO_VARIANTS = {
 }
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
 def test_perfect_detections_score_100_or_the_file_is_refused_coco(tmp_path, backend):
     """Issue 38, BAD 1-4 (COCO): an annotation id 0 / -5 / 2**63 / 2**64+1 (78.2-87.6 in faster-coco-eval), iscrowd
@@ -364,6 +365,7 @@ VOC_BOXES = "".join(f"<object><name>{c}</name><bndbox><xmin>{b[0]}</xmin><ymin>{
                         ("cat", (30, 20, 50, 40))))  # partly outside -> clipped
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
 def test_perfect_detections_score_100_or_the_file_is_refused_voc(tmp_path, backend):
     """Issue 38, BAD 4-5 (VOC): dropped and clipped boxes score 100 in the VOC evaluator and in COCO AP (both back

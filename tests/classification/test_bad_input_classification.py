@@ -1,0 +1,86 @@
+"""Bad input of the classification pipeline that used to give silently wrong numbers: `--train-samples` /
+`--val-samples` subsets of one class, CIFAR batches a cast would change, an unbounded width."""
+
+import logging
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from backbones import create_model
+from classification.engine.config import ClsConfig
+
+pytestmark = pytest.mark.bad_input
+
+
+# ---- silently wrong before: classification subsets, CIFAR batches, width --------------------------------------------
+
+def test_sample_subsets_are_stratified_seeded_and_recorded(tmp_path, caplog):
+    """`--val-samples 4` evaluated the first 4 files of a class-sorted folder -- all one class (a 2-iteration model:
+    top-1 100%); `--train-samples` trained on one class the same way."""
+    from classification.engine.trainer import build_datasets
+
+    for split in ("train", "val"):
+        for c in ("a", "b", "c"):
+            (tmp_path / split / c).mkdir(parents=True)
+            for i in range(6):
+                Image.new("RGB", (8, 8)).save(tmp_path / split / c / f"{i}.png")
+    (tmp_path / "train" / "a" / "._0.png").write_bytes(b"\0\5")  # a macOS resource fork is not an image
+    cfg = ClsConfig(dataset="imagefolder", data_root=str(tmp_path), train_samples=7, val_samples=4,
+                    output_dir=str(tmp_path / "out"))
+    with caplog.at_level(logging.INFO, logger="classification"):
+        train, val, _ = build_datasets(cfg)
+    labels = [[ds.dataset.samples[i][1] for i in ds.indices] for ds in (train, val)]
+    assert sorted(np.bincount(labels[0], minlength=3)) == [2, 2, 3] and len(set(labels[1])) == 3
+    assert val.selection.startswith("val_samples 4: 4 of 18 items, stratified by class and seeded (data_seed 0)")
+    assert "stratified by class" in caplog.text
+    assert build_datasets(cfg)[0].indices == train.indices  # the same items every time, for every training seed
+    assert len(train.dataset) == 18 and not any("._" in p for p, _ in train.dataset.samples)
+    assert build_datasets(ClsConfig(**{**cfg.__dict__, "data_seed": 1}))[0].indices != train.indices
+
+
+def _cifar(tmp_path, data, labels, name="test_batch"):
+    import pickle
+
+    with open(tmp_path / name, "wb") as f:
+        pickle.dump({b"data": data, b"labels": labels}, f, protocol=2)
+
+
+@pytest.mark.parametrize("data,labels,match", [
+    (np.random.default_rng(0).uniform(0, 1, (4, 3072)).astype(np.float32), [0, 1, 2, 3],
+     r"test_batch: data is float32; CIFAR-10 batches hold uint8 pixels 0-255"),
+    (np.full((4, 3072), 300, np.int16), [0, 1, 2, 3], r"test_batch: data \(int16\) has values 300..300; CIFAR-10"),
+    (np.zeros((4, 3072), np.uint8), [0, 1, 2], r"test_batch: 4 images but 3 labels"),
+    (np.zeros((4, 3072), np.uint8), [0, 1, 2, 10], r"test_batch: labels must be a list of integers 0..9"),
+])
+def test_cifar_batches_that_a_cast_would_change_are_refused(tmp_path, data, labels, match):
+    """float32 data in [0, 1] was cast to uint8 (every pixel 0 or 1: black images, exit 0), int16 wrapped; a batch
+    with fewer labels than images shifted the labels of every later batch."""
+    from classification.data.datasets import Cifar10
+
+    _cifar(tmp_path, data, labels)
+    with pytest.raises(ValueError, match=match):
+        Cifar10(tmp_path, "test")
+    _cifar(tmp_path, np.full((4, 3072), 255, np.int64), [0, 1, 2, 3])  # integers within 0-255 read unchanged
+    assert np.asarray(Cifar10(tmp_path, "test")[0][0]).max() == 255
+
+
+def test_classification_width_is_bounded_as_detection_s():
+    """`train_cls --model-option width=64` allocated ~180 GB of weights; detection capped MODEL.BACKBONES.WIDTH at
+    16. One bound (backbones.width.MAX_WIDTH) for both, refused before any weight exists."""
+    from backbones.width import MAX_WIDTH
+    from classification.engine.config import add_config_arguments, config_from_args
+
+    assert MAX_WIDTH == 16
+    with pytest.raises(ValueError, match=r"model option \(--model-option\) width 64 is above the largest multiplier, "
+                                         "16"):
+        ClsConfig(model_options={"width": 64})
+    with pytest.raises(ValueError, match="width 16.5 is above the largest multiplier"):
+        create_model("cifar_resnet20", width=16.5)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    with pytest.raises(ValueError, match="width 64 is above"):
+        config_from_args(parser.parse_args(["--model-option", "width=64"]))
+    assert ClsConfig(model_options={"width": 0.25}).model_options == {"width": 0.25}
