@@ -22,7 +22,8 @@ from pathlib import Path
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
-           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run"]
+           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
+           "finite_number"]
 
 METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
 FINAL_CHECKPOINT = "model_final.pth"
@@ -115,11 +116,12 @@ def read_classification_run(path) -> ClassificationRun:
     history = metrics.get("history") if isinstance(metrics.get("history"), dict) else {}
     status = "finished" if (path / FINAL_CHECKPOINT).is_file() else f"no {FINAL_CHECKPOINT}"
     return ClassificationRun(path, status, cfg, 100.0 - float(top1), 100.0 - float(top5) if top5_ok else None,
-                             history, _number(metrics.get("seconds")), _int(metrics.get("images_seen")),
+                             history, finite_number(metrics.get("seconds")), _int(metrics.get("images_seen")),
                              _int(metrics.get("val_images")))
 
 
-def _number(v) -> float | None:
+def finite_number(v) -> float | None:
+    """v as a float when it is a finite number (not a bool), else None: how every run file's number is read."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 

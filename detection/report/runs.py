@@ -26,6 +26,7 @@ from classification.engine.run_files import (
     PREDICTIONS,
     TRAINING_LOG,
     VOC_EVAL,
+    finite_number,
     read_classification_run,
 )
 
@@ -194,17 +195,14 @@ def train_seconds_per_iteration(log: list[dict], iterations: int | None) -> tupl
     return sum(window) / len(window), f"{what} ({len(window)} logged medians)"
 
 
-def _finite(v) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
 def _read_costs(run: RunResult, metrics: dict) -> None:
     """The model-zoo columns of a run (absent in runs written before they were recorded: left None, never guessed)."""
     run.train_s_per_iter, _ = train_seconds_per_iteration(run.train_log, run.iterations)
     inference = (metrics.get("inference") or {}).get(run.dataset) or {}
-    run.inference_s_per_image = _finite(inference.get("s_per_image")) if isinstance(inference, dict) else None
+    run.inference_s_per_image = finite_number(inference.get("s_per_image")) if isinstance(inference, dict) else None
     train = metrics.get("train") if isinstance(metrics.get("train"), dict) else {}
-    run.peak_memory_mb, run.memory_measure = _finite(train.get("peak_memory_mb")), str(train.get("memory_measure", ""))
+    run.peak_memory_mb = finite_number(train.get("peak_memory_mb"))
+    run.memory_measure = str(train.get("memory_measure", ""))
     params = metrics.get("parameters")
     run.parameters = params if isinstance(params, int) and not isinstance(params, bool) else None
     run.measured_on = metrics.get("measured_on") if isinstance(metrics.get("measured_on"), dict) else {}
