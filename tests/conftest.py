@@ -1,6 +1,7 @@
 """Shared test helpers: the repository paths, a tiny embedded detection dataset (COCO and VOC layouts, registered
 as tiny_train / tiny_val / tiny_voc_train / tiny_voc_val), running a tool, and the train_det command line."""
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -54,12 +55,29 @@ def no_slurm(monkeypatch):
     assert shutil.which("srun") is None
 
 
+@contextlib.contextmanager
+def _exclusive(lock_file: Path):
+    """Held by one pytest process at a time (fcntl lock on `lock_file`)."""
+    import fcntl
+
+    with open(lock_file, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """A private two-node Slurm cluster (tools/slurm-local.sh: its own state dir, pid files and ports; nodes
-    127.0.0.1 and 127.0.0.2 of 2 CPUs, no GPUs), started for the session and stopped after it; clients find it
-    through SLURM_CONF. Skips where it cannot run: not root, or the Debian packages slurmctld slurmd slurm-client
-    munge absent (.ci/run installs them)."""
+    127.0.0.1 and 127.0.0.2 of 2 CPUs, no GPUs), one for the whole test run: the xdist workers that need it share
+    it (a count of users under a file lock; the first starts it, the last stops it), because the machine has one
+    munged and a worker stopping "its" cluster stopped the other's (--dist loadgroup, which kept the Slurm tests on
+    one worker, groups nothing under pytest 9.2 + pytest-xdist 3.8). Clients find it through SLURM_CONF. Skips
+    where it cannot run: not root, or the Debian packages slurmctld slurmd slurm-client munge absent (.ci/run
+    installs them)."""
+    import json
     import shutil
     import subprocess
     import time
@@ -70,22 +88,40 @@ def slurm_cluster(tmp_path_factory):
                     f"({'not root' if os.geteuid() else 'missing: ' + ' '.join(missing)})")
     from classification.engine.launch import find_free_port
 
-    state = tmp_path_factory.mktemp("slurm")
-    port = find_free_port()  # slurmctld; the two slurmd take port + 1 and + 2
-    env = dict(os.environ, SLURM_LOCAL_DIR=str(state), SLURM_LOCAL_NODES="2", SLURM_LOCAL_PORT=str(port),
-               SLURM_LOCAL_CPUS="2", SLURM_LOCAL_FIRST_JOB_ID=str(int(time.time()) % 100_000 * 10 + 10))
+    base = tmp_path_factory.getbasetemp()
+    # pytest-N/, the run's directory, common to its workers (without xdist: this process's own)
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    state, users, started_with = shared / "slurm", shared / "slurm.users", shared / "slurm.env.json"
     script = REPO / "tools" / "slurm-local.sh"
-    up = subprocess.run(["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=60)
-    if up.returncode != 0:
-        subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True, timeout=60)
-        pytest.fail(f"the private Slurm cluster did not start: {up.stderr[-2000:]} (logs: {state}/log)")
+
+    def cluster(command: str, env: dict) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(script), command], env=dict(os.environ, **env), capture_output=True,
+                              text=True, timeout=120)
+
+    with _exclusive(shared / "slurm.lock"):
+        count = int(users.read_text()) if users.exists() else 0
+        if count == 0:
+            port = find_free_port()  # slurmctld; the two slurmd take port + 1 and + 2
+            env = {"SLURM_LOCAL_DIR": str(state), "SLURM_LOCAL_NODES": "2", "SLURM_LOCAL_PORT": str(port),
+                   "SLURM_LOCAL_CPUS": "2",
+                   "SLURM_LOCAL_FIRST_JOB_ID": str(int(time.time()) % 100_000 * 10 + 10)}
+            up = cluster("start", env)
+            if up.returncode != 0:
+                cluster("stop", env)
+                pytest.fail(f"the private Slurm cluster did not start: {up.stderr[-2000:]} (logs: {state}/log)")
+            started_with.write_text(json.dumps(env))
+        users.write_text(str(count + 1))
     mp = pytest.MonkeyPatch()
     mp.setenv("SLURM_CONF", str(state / "slurm.conf"))  # submitit, sbatch/squeue/scontrol and the jobs see it
     try:
         yield state
     finally:
         mp.undo()
-        subprocess.run(["bash", str(script), "stop"], env=env, capture_output=True, timeout=120)
+        with _exclusive(shared / "slurm.lock"):
+            count = int(users.read_text()) - 1
+            users.write_text(str(count))
+            if count == 0:
+                cluster("stop", json.loads(started_with.read_text()))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ import torch
 
 from conftest import det_args, run_tool
 
-# one xdist worker runs them all, so that one cluster serves them (Makefile: --dist loadgroup)
+# one cluster serves every worker (conftest.slurm_cluster); the group keeps them on one worker where xdist's
+# loadgroup works (not under pytest 9.2 + pytest-xdist 3.8), which spares jobs queueing behind each other
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 ITERS = 40  # long enough that a requeue lands mid-run (Slurm kills 5 s after its SIGTERM)
