@@ -114,6 +114,21 @@ def check_run_config(cfg: CN) -> None:
     seed = cfg.SEED
     if isinstance(seed, bool) or not isinstance(seed, int) or seed >= 2 ** 32:
         problems.append(f"SEED {seed!r}: an integer below 2**32 (negative: a random seed)")
+    # the optimizer's numbers: a NaN BASE_LR trained one iteration and reported "training diverged at iteration 1"
+    # (YAML's .nan / .inf pass the override type check), a negative one failed inside torch's SGD, unnamed
+    for key, ok, rule in (("BASE_LR", lambda v: v > 0, "a finite number > 0"),
+                          ("BIAS_LR_FACTOR", lambda v: v > 0, "a finite number > 0"),
+                          ("MOMENTUM", lambda v: 0 <= v < 1, "a number in [0, 1)"),
+                          ("WEIGHT_DECAY", lambda v: v >= 0, "a finite number >= 0"),
+                          ("WEIGHT_DECAY_NORM", lambda v: v >= 0, "a finite number >= 0"),
+                          ("WEIGHT_DECAY_BIAS", lambda v: v >= 0, "a finite number >= 0 (or None: WEIGHT_DECAY)"),
+                          ("GAMMA", lambda v: v > 0, "a finite number > 0 (the factor at each of SOLVER.STEPS)"),
+                          ("WARMUP_FACTOR", lambda v: 0 <= v <= 1, "a number in [0, 1]")):
+        value = cfg.SOLVER.get(key)
+        if value is None and key == "WEIGHT_DECAY_BIAS":  # Detectron2 main's default: WEIGHT_DECAY
+            continue
+        if not finite(value) or not ok(value):
+            problems.append(f"SOLVER.{key} {value!r}: {rule}")
     if problems:
         raise ValueError("config: " + "; ".join(problems))
 

@@ -33,9 +33,23 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 def _message(err: BaseException) -> str:
     if isinstance(err, KeyError) and err.args:
-        return str(err.args[0])  # KeyError's str() adds quotes around the message
-    text = str(err).strip()
-    return text or type(err).__name__
+        text = str(err.args[0]).strip()  # KeyError's str() adds quotes around the message
+    else:
+        text = str(err).strip() or type(err).__name__
+    return _worker_error_line(text, type(err).__name__) or text
+
+
+def _worker_error_line(text: str, name: str) -> str | None:
+    """The original message of an error raised in a DataLoader worker process, which the loader re-raises in the
+    main process as the same type with the worker's whole traceback for message ("Caught ImageReadError in
+    DataLoader worker process 0. Original Traceback ... ImageReadError: <message>"); None for other errors."""
+    if not (text.startswith(f"Caught {name} in DataLoader worker process") and "Original Traceback" in text):
+        return None
+    last = [ln for ln in text.splitlines() if ln.strip()][-1].strip()
+    head, sep, message = last.partition(": ")
+    if sep and head.split(".")[-1] == name:  # "package.module.ImageReadError: message"
+        last = message
+    return f"{last} (in a data-loader worker)"
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from typing import Any
 
 from .errors import UsageError
 
-__all__ = ["add_cluster_arguments", "SubmititJob", "submit", "port_for_job", "workers_per_node",
+__all__ = ["add_cluster_arguments", "SubmititJob", "submit", "submit_to", "port_for_job", "workers_per_node",
            "ignore_preemption_signal", "PartitionLimits", "partition_limits", "check_request"]
 
 logger = logging.getLogger(__name__)
@@ -224,9 +224,36 @@ def submit(entry: Callable[[argparse.Namespace], Any], args: argparse.Namespace,
         executor._executor.update_parameters(signal_delay_s=args.signal_delay)
     args = copy.deepcopy(args)
     args.slurm = False
-    job = executor.submit(SubmititJob(entry, args, max_requeues=args.max_requeues))
+    job = submit_to(executor, SubmititJob(entry, args, max_requeues=args.max_requeues))
     logger.info(f"submitted job {job.job_id}; logs in {str(folder).replace('%j', str(job.job_id))}")
     return job
+
+
+def submit_to(executor, job: Callable[[], Any]):
+    """`executor.submit(job)`, with a failed sbatch (no controller reachable, a request Slurm refuses) as one
+    UsageError quoting sbatch's last line: submitit printed sbatch's stderr and raised its FailedJobError with a
+    traceback."""
+    import contextlib
+    import io
+    import sys
+
+    from submitit.core.utils import FailedJobError
+
+    captured = io.StringIO()  # submitit prints sbatch's stderr itself when sbatch fails
+    try:
+        with contextlib.redirect_stderr(captured):
+            submitted = executor.submit(job)
+    except FailedJobError as err:
+        lines = [ln.strip() for ln in (str(err) or captured.getvalue()).splitlines() if ln.strip()]
+        raise UsageError(f"--slurm: the job was not submitted; sbatch said: {lines[-1] if lines else '(nothing)'}") \
+            from None
+    except OSError as err:  # sbatch itself missing or not executable
+        raise UsageError(f"--slurm: cannot run sbatch ({err}); the job was not submitted") from None
+    except BaseException:
+        sys.stderr.write(captured.getvalue())
+        raise
+    sys.stderr.write(captured.getvalue())
+    return submitted
 
 
 def _has_cuda() -> bool:

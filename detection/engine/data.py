@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import torch
+from detectron2.config import configurable
 from detectron2.data import (
     DatasetFromList,
     DatasetMapper,
@@ -26,12 +28,13 @@ from detectron2.data import detection_utils as utils
 from detectron2.data import transforms as T
 from detectron2.data.build import filter_images_with_only_crowd_annotations, get_detection_dataset_dicts
 from detectron2.utils import comm
+from PIL import Image
 
 from classification.data.images import ImageReadError, open_image
 from classification.data.sampling import ResumableSampler, SeededSamples
 
-__all__ = ["ImageReadError", "read_image", "DetectionMapper", "ResumableTrainLoader", "train_dataset_dicts",
-           "build_train_loader", "build_test_loader"]
+__all__ = ["ImageReadError", "read_image", "size_mismatch_error", "DetectionMapper", "ResumableTrainLoader",
+           "train_dataset_dicts", "build_train_loader", "build_test_loader"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +44,66 @@ def read_image(file_name: str, image_format: str) -> np.ndarray:
     return utils.convert_PIL_to_numpy(open_image(file_name), image_format)
 
 
+def _annotation_source(record: dict, datasets: tuple[str, ...]) -> str:
+    """The file that recorded `record`'s size (the error path only): the COCO json or the VOC XML of whichever of
+    `datasets` holds its image, "its annotation" when none is known."""
+    path = os.path.abspath(record["file_name"])
+
+    def holds(root) -> bool:
+        return bool(root) and path.startswith(os.path.join(os.path.abspath(root), ""))
+
+    found = []
+    for name in datasets:
+        meta = MetadataCatalog.get(name)
+        if getattr(meta, "dirname", None) and holds(meta.dirname):  # VOC (its json_file, if any, is a conversion)
+            found.append(os.path.join(meta.dirname, "Annotations", f"{record.get('image_id')}.xml"))
+        elif getattr(meta, "json_file", None) and holds(getattr(meta, "image_root", None)):
+            found.append(meta.json_file)
+    return " or ".join(dict.fromkeys(found)) or "its annotation"
+
+
+def _exif_orientation(file_name: str) -> int | None:
+    try:
+        with Image.open(file_name) as im:
+            return im.getexif().get(0x0112)  # the Orientation tag
+    except (OSError, ValueError, SyntaxError):
+        return None
+
+
+def size_mismatch_error(record: dict, image: np.ndarray, datasets: tuple[str, ...] = ()) -> ImageReadError:
+    """One line naming the image file, its size, the size the annotation file recorded for it, and that file; for
+    swapped sizes the usual cause, an EXIF orientation tag (read_image applies it, as Detectron2's does)."""
+    height, width = image.shape[:2]
+    file_name = record["file_name"]
+    source = _annotation_source(record, datasets)
+    message = (f"{file_name}: the image is {width}x{height} (width x height) but {source} records "
+               f"{record.get('width')}x{record.get('height')} for it")
+    if (width, height) == (record.get("height"), record.get("width")):
+        tag = _exif_orientation(file_name)
+        cause = (f"the file's EXIF orientation tag ({tag}) rotates it by 90 degrees when it is read" if tag in
+                 (5, 6, 7, 8) else "an EXIF orientation tag rotating the image when it is read is the usual cause")
+        message += (f"; width and height are swapped: {cause} (Detectron2 applies it too). Save the image upright "
+                    "without the tag, or record the rotated size and boxes")
+    else:
+        message += f"; correct the width and height recorded in {source}"
+    return ImageReadError(message)
+
+
 class DetectionMapper(DatasetMapper):
     """DatasetMapper for box detection with the project's image reader (in training, SeededSamples has seeded the
-    RNGs for this sample before the mapper's augmentation draws from them)."""
+    RNGs for this sample before the mapper's augmentation draws from them). `datasets`: the datasets it maps
+    (default DATASETS.TRAIN), whose annotation files an error names."""
+
+    @configurable
+    def __init__(self, is_train: bool = True, *, datasets: tuple[str, ...] = (), **kwargs):
+        super().__init__(is_train, **kwargs)
+        self.datasets = tuple(datasets)
+
+    @classmethod
+    def from_config(cls, cfg, is_train: bool = True, datasets: tuple[str, ...] | None = None):
+        ret = super().from_config(cfg, is_train)
+        ret["datasets"] = tuple(cfg.DATASETS.TRAIN if datasets is None else datasets)
+        return ret
 
     def __call__(self, dataset_dict):
         dataset_dict = dict(dataset_dict)
@@ -52,8 +112,8 @@ class DetectionMapper(DatasetMapper):
         image = read_image(dataset_dict["file_name"], self.image_format)
         try:
             utils.check_image_size(dataset_dict, image)
-        except utils.SizeMismatchError as err:
-            raise ImageReadError(f"{dataset_dict['file_name']}: {err}") from None
+        except utils.SizeMismatchError:  # Detectron2's says neither which file recorded the size nor why
+            raise size_mismatch_error(dataset_dict, image, self.datasets) from None
         aug_input = T.AugInput(image)
         transforms = self.augmentations(aug_input)
         image = aug_input.image
@@ -183,4 +243,4 @@ def build_train_loader(cfg) -> ResumableTrainLoader:
 
 
 def build_test_loader(cfg, dataset_name: str):
-    return build_detection_test_loader(cfg, dataset_name, mapper=DetectionMapper(cfg, False))
+    return build_detection_test_loader(cfg, dataset_name, mapper=DetectionMapper(cfg, False, datasets=(dataset_name,)))

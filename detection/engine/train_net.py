@@ -14,7 +14,7 @@ from detectron2.engine import default_setup
 from detectron2.utils import comm
 from detectron2.utils.logger import setup_logger
 
-from classification.engine.cli import add_launch_arguments, user_errors, warn_oversubscription
+from classification.engine.cli import USER_ERRORS, add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
 from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, PROGRESS, TRAINING_LOG
@@ -100,17 +100,32 @@ def config_overrides(opts: list[str]) -> list[str]:
     return opts
 
 
-def _log_into_run(output_dir: str) -> None:
+class _NoUserErrorTraceback(logging.Filter):
+    """Keeps the traceback Detectron2's training loop logs for an exception ("Exception during training:") off the
+    terminal when the error is caused by the input (USER_ERRORS: an unreadable image, a recorded size the image
+    does not have, divergence, ...): the entry point prints it as one line. log.txt keeps it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], USER_ERRORS))
+
+
+def _log_into_run(output_dir: str, debug: bool = False) -> None:
     """Our loggers (detection.*, classification.*, backbones.*: box clipping, conventions from the weights, the
     traceback behind a one-line error) into log.txt and the terminal, as default_setup does for Detectron2's.
     The terminal gets INFO and above: Detectron2's handler shows DEBUG, and the traceback kept for log.txt would
-    undo the one-line error."""
+    undo the one-line error (as would Detectron2's own, unless --debug)."""
     import sys
 
     for name in ("detection", "classification", "backbones"):
         for handler in setup_logger(output_dir, distributed_rank=comm.get_rank(), name=name).handlers:
             if getattr(handler, "stream", None) is sys.stdout:
                 handler.setLevel(logging.INFO)
+    for handler in logging.getLogger("detectron2").handlers:  # default_setup's terminal handler (rank 0)
+        if getattr(handler, "stream", None) is sys.stdout:
+            for old in [f for f in handler.filters if isinstance(f, _NoUserErrorTraceback)]:
+                handler.removeFilter(old)  # setup_logger keeps one handler per process: set it per run
+            if not debug:
+                handler.addFilter(_NoUserErrorTraceback())
 
 
 def setup(args: argparse.Namespace):
@@ -137,7 +152,7 @@ def setup(args: argparse.Namespace):
         last_checkpoint_file(cfg.OUTPUT_DIR)  # a ValueError now if it names nothing usable, before config.yaml
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
     default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
-    _log_into_run(cfg.OUTPUT_DIR)
+    _log_into_run(cfg.OUTPUT_DIR, getattr(args, "debug", False))
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
     log_weights_conventions(conventions, cfg.MODEL.WEIGHTS)
     return cfg

@@ -285,7 +285,8 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
     reused as by run_graph; a StageConflict is raised before anything is submitted. Returns {what: job id}."""
     import submitit
 
-    from classification.engine.slurm import check_request, partition_limits
+    from classification.engine.errors import UsageError
+    from classification.engine.slurm import check_request, partition_limits, submit_to
 
     finished = {s.out for s in stages if _check_stage(s, threads)}
     code = code_version(project_files().root)
@@ -303,7 +304,12 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
         if deps:
             params["slurm_additional_parameters"] = {"dependency": "afterok:" + ":".join(deps)}
         ex.update_parameters(**params)
-        return ex.submit(command).job_id
+        try:
+            return submit_to(ex, command).job_id
+        except UsageError as err:  # sbatch failed: say which jobs are queued already
+            queued = ", ".join(jobs.values())  # the report is submitted last
+            raise UsageError(f"{err}" + (f"; submitted before it: {queued} (`scancel` them before submitting "
+                                         "again)" if queued else "")) from None
 
     for s in stages:  # plan order: every stage after its dependencies
         if s.out in finished:

@@ -5,8 +5,6 @@ comparisons from its per-unit values with the same function, never from the text
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -275,16 +273,17 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
 
 
 def chance_ap(dataset: str = "embedded_val", boxes_per_image: int = 100, seed: int = 0) -> dict[str, float]:
-    """COCO AP of uniformly random boxes, scores and classes on `dataset`: the floor a detector must clear."""
+    """COCO AP of uniformly random boxes, scores and classes on `dataset`: the floor a detector must clear, scored
+    against the ground truth the detectors' evaluation uses (evaluation.coco.ground_truth_api: the json as the
+    training loader validated it, the same clipped and dropped boxes)."""
     import numpy as np
-    from detectron2.data import DatasetCatalog, MetadataCatalog
-    from pycocotools.coco import COCO
+    from detectron2.data import DatasetCatalog
 
     from ..evaluation import evaluate_coco
+    from ..evaluation.coco import ground_truth_api
 
     records = DatasetCatalog.get(dataset)
-    with contextlib.redirect_stdout(io.StringIO()):
-        coco = COCO(MetadataCatalog.get(dataset).json_file)
+    coco, _ = ground_truth_api(dataset)
     rng = np.random.default_rng(seed)
     cat_ids = sorted(coco.getCatIds())
     results = []

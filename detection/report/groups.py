@@ -2,7 +2,9 @@
 group's units (`comparison.Spread`), and comparisons between groups (`compare_groups` -> `comparison.Comparison`).
 
 Two runs belong together when their config.yaml files are identical after removing SEED and OUTPUT_DIR and they
-were evaluated on the same dataset files. A group's unit is the pretraining run when its runs start from
+were evaluated on the same dataset files. Two runs of a group that also share their SEED repeat one experiment:
+they stay listed, the group says so (`repeated_seeds`), and they count as one run -- their mean -- in `n` and the
+statistics, never as two independent seeds. A group's unit is the pretraining run when its runs start from
 pretrained weights (detection seeds nest under each set of weights; one set of weights is one unit, however many
 detection seeds ran from it), else the single run (from scratch, the seed initialises the backbone): see
 comparison.py.
@@ -61,12 +63,29 @@ class RunGroup:
         return [r for r in self.runs if r.status == "finished"]
 
     @property
+    def independent(self) -> list[list[RunResult]]:
+        """The finished runs, each list one experiment: runs of the same configuration (config_key: weights and
+        evaluated files included) and the same SEED repeat it and are listed together. A run without a recorded
+        seed (SEED < 0: random) is its own."""
+        out: dict[tuple, list[RunResult]] = {}
+        for r in self.finished:
+            out.setdefault((config_key(r), r.seed) if r.seed is not None else ("", r.path), []).append(r)
+        return list(out.values())
+
+    @property
     def n(self) -> int:
-        return len(self.finished)
+        """Independent runs: a repeated seed counts once."""
+        return len(self.independent)
 
     @property
     def seeds(self) -> list[int | None]:
+        """The SEED of every finished run (a repeated one as often as it ran)."""
         return [r.seed for r in self.finished]
+
+    @property
+    def repeated_seeds(self) -> dict[int, list[str]]:
+        """SEED -> the names of the runs that repeat it (two or more), for the report's warning."""
+        return {rs[0].seed: [r.name for r in rs] for rs in self.independent if len(rs) > 1}
 
     @property
     def unit(self) -> str:
@@ -84,12 +103,13 @@ class RunGroup:
         return {os.path.realpath(r.weights) for r in self.finished if r.weights}
 
     def values(self, key: str, *, by_run: bool = False) -> dict[str, list[float]]:
-        """unit -> the finite values of `key` of its finished runs (`by_run`: each run its own unit)."""
+        """unit -> the finite values of `key` of its finished runs (`by_run`: each run its own unit); the runs
+        that repeat one seed give one value, their mean."""
         out: dict[str, list[float]] = {}
-        for r in self.finished:
-            v = r.metrics.get(key)
-            if v is not None and math.isfinite(v):
-                out.setdefault(self.unit_of(r, by_run=by_run), []).append(v)
+        for runs in self.independent:
+            vals = [v for r in runs if (v := r.metrics.get(key)) is not None and math.isfinite(v)]
+            if vals:
+                out.setdefault(self.unit_of(runs[0], by_run=by_run), []).append(statistics.fmean(vals))
         return out
 
     def mean(self, key: str) -> float | None:

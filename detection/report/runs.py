@@ -24,6 +24,7 @@ from classification.engine.run_files import (
     LOG,
     METRICS,
     PREDICTIONS,
+    RUN_MARKERS,
     TRAINING_LOG,
     VOC_EVAL,
     finite_number,
@@ -32,7 +33,8 @@ from classification.engine.run_files import (
 
 from ..safe_yaml import ConfigFileError, load_yaml
 
-__all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "COCO_COLUMNS", "VOC_COLUMNS"]
+__all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "is_run_directory", "COCO_COLUMNS",
+           "VOC_COLUMNS"]
 
 COCO_COLUMNS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 VOC_COLUMNS = ("AP50", "mAP50_voc07", "mAP50_area", "AP", "AP75")
@@ -147,6 +149,11 @@ def load_pretraining(weights: str) -> PretrainInfo | None:
                         history=run.history, top1_error=run.top1_error, top5_error=run.top5_error)
 
 
+def is_run_directory(path: str | os.PathLike) -> bool:
+    """Whether `path` holds a run of either trainer (its config, or any of the files a run leaves), finished or not."""
+    return any((Path(path) / f).is_file() for f in (CONFIG_YAML, CONFIG_JSON, *RUN_MARKERS))
+
+
 def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     """What the run directory says, with a status; a run whose files cannot be used is listed with the reason
     (its numbers are left out) instead of stopping the report of the others."""
@@ -154,6 +161,9 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
     run = RunResult(name=name or path.name, path=str(path), status="no metrics (training or crashed)")
     if not path.is_dir():
         run.status = "missing (no such directory)"
+        return run
+    if not is_run_directory(path):
+        run.status = f"not a run directory (no {CONFIG_YAML}, {CONFIG_JSON} or {METRICS})"
         return run
     if not (path / CONFIG_YAML).is_file() and (path / CONFIG_JSON).is_file():
         run.status = ("a classification run (tools/train_cls.py), not a detection run: the report shows it as "

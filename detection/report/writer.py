@@ -16,12 +16,13 @@ from pathlib import Path
 
 from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
+from classification.engine.errors import UsageError
 
 from .groups import RunGroup, compare_groups, differing_keys, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
-from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, load_run
+from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, is_run_directory, load_run
 
 __all__ = ["write_report", "run_gmacs"]
 
@@ -159,6 +160,8 @@ def _condition_notes(groups: list[RunGroup]) -> list[str]:
         else:
             init = f"initialised from {r.weights} (not a tools/train_cls.py run: its pretraining is not recorded)"
         seeds = ", ".join(str(s) for s in g.seeds) if g.n else "—"
+        if g.repeated_seeds:
+            seeds += f" (repeated: {', '.join(map(str, g.repeated_seeds))}; counted once)"
         notes.append(
             f"{g.name}: {r.backbone} x{r.width:g}, {init}; norm {bb.get('NORM', '?')}, FREEZE_AT "
             f"{bb.get('FREEZE_AT', '?')}; trained on {', '.join(r.train_datasets) or '?'} for {r.iterations} "
@@ -217,11 +220,13 @@ def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]
         f = g.finished
         params = _mean_of([r.parameters for r in f])
         per_unit = {}
-        for r in f:
-            per_unit[g.unit_of(r)] = per_unit.get(g.unit_of(r), 0) + 1
+        for runs in g.independent:  # the runs of a repeated seed count once
+            per_unit[g.unit_of(runs[0])] = per_unit.get(g.unit_of(runs[0]), 0) + 1
         counts = set(per_unit.values())
         n = (str(g.n) if counts == {1} else f"{len(per_unit)} x {counts.pop()}" if len(counts) == 1
              else f"{len(per_unit)} units, {g.n} runs")  # pretraining runs x detection runs per pretraining run
+        if len(f) > g.n:
+            n += f" (+{len(f) - g.n} repeated seed)"
         rows.append([g.name, g.first.backbone, g.first.init, n, _fmt(_mean_of([r.train_s_per_iter for r in f]), 3),
                      _fmt(_mean_of([r.inference_s_per_image for r in f]), 3),
                      _fmt(_mean_of([r.peak_memory_mb for r in f]), 0),
@@ -333,6 +338,23 @@ def strict_json(obj) -> str:
     return json.dumps(_finite_or_none(obj), indent=2, default=str, allow_nan=False)
 
 
+def repeated_seed_warnings(groups: list[RunGroup]) -> list[str]:
+    """A line per seed that runs of one group repeat: not independent runs, counted once in n and the numbers."""
+    return [f"Warning: group {g.name} holds {len(names)} runs with SEED {seed} ({', '.join(names)}): a repeated "
+            f"seed is not an independent run; they count as one run (their mean) in its n and statistics."
+            for g in groups for seed, names in g.repeated_seeds.items()]
+
+
+def _runs_below(paths) -> str:
+    """A hint when a given directory holds run directories (a parent such as output/ given instead of its runs)."""
+    for d in paths:
+        below = sorted(p for p in Path(d).glob("*/") if is_run_directory(p)) if Path(d).is_dir() else []
+        if below:
+            return (f"; {d} holds {len(below)} run director{'y' if len(below) == 1 else 'ies'}: pass them (e.g. "
+                    f"{Path(d) / '*'})")
+    return ""
+
+
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
@@ -346,6 +368,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         runs whose configs differ only in SEED form a group); sections: (title, lines, [(figure file in out_dir,
         caption)]) placed after the results table (the main job's degradation experiment).
     """
+    if not any(is_run_directory(d) for d in run_dirs):  # an empty report, exit 0, was easy to take for a result
+        raise UsageError(f"no runs found under {', '.join(map(str, run_dirs)) or 'no paths'}: a run directory holds "
+                         "config.yaml (an OUTPUT_DIR of tools/train_det.py) or config.json (tools/train_cls.py)"
+                         + _runs_below(run_dirs))
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
         real = os.path.realpath(d)
@@ -448,7 +474,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     plots = panel + plots
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
-    notes = list(notes or [])
+    notes = list(notes or []) + repeated_seed_warnings(groups)
     # each file whole or not at all, and a full disk names the file (backbones.checkpoint_io.atomic_write)
     atomic_write_text(paths["markdown"], f"# {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in notes)
                       + "\n".join(sections_md))
@@ -466,8 +492,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "results": zoo_json, "tables": table_json, "conditions": conditions,
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
                         else differences), "chance": chance or {},
+        "warnings": repeated_seed_warnings(groups),
         "groups": [{"name": g.name, "runs": [r.name for r in g.runs], "backbone": g.first.backbone,
                     "width": g.first.width, "init": g.first.init, "n": g.n, "seeds": g.seeds,
+                    "repeated_seeds": {str(k): v for k, v in g.repeated_seeds.items()},
                     "unit": g.unit, "metrics": {k: asdict(m) for k, m in g.metrics.items()}}
                    for g in groups],
         "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],

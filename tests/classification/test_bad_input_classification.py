@@ -84,3 +84,46 @@ def test_classification_width_is_bounded_as_detection_s():
     with pytest.raises(ValueError, match="width 64 is above"):
         config_from_args(parser.parse_args(["--model-option", "width=64"]))
     assert ClsConfig(model_options={"width": 0.25}).model_options == {"width": 0.25}
+
+
+@pytest.mark.parametrize("option, value, match", [
+    ("lr", float("nan"), "lr must be positive and finite, got nan"),
+    ("lr", -0.1, "lr must be positive and finite, got -0.1"),
+    ("momentum", float("nan"), r"momentum must be in \[0, 1\), got nan"),
+    ("weight_decay", float("inf"), "weight_decay \\(finite\\)"),
+    ("warmup_until_error", float("nan"), r"warmup_until_error is a training error in \(0, 1\], got nan"),
+])
+def test_optimizer_numbers_that_cannot_train_are_refused_naming_the_option(option, value, match):
+    """As detection's SOLVER.BASE_LR .nan: refused before training, not "training diverged" (or, for
+    warmup_until_error NaN, a warm-up that never ends)."""
+    with pytest.raises(ValueError, match=match):
+        ClsConfig(**{option: value})
+
+
+@pytest.mark.parametrize("content", ["empty", "truncated"])
+def test_an_unreadable_image_read_in_a_loader_worker_is_one_line_naming_the_file(tmp_path, capsys, content):
+    """A zero-byte or truncated .jpg in an image folder, read by a DataLoader worker (--workers 2): the loader
+    re-raised it with the worker's 20-line traceback as its message, which the entry point printed whole. (The
+    worker's error is wrapped here as the loader wraps it: a real worker costs 5 s of shutdown after an error.)"""
+    from torch._utils import ExceptionWrapper
+
+    from classification.data.datasets import ImageFolderDataset
+    from classification.data.images import ImageReadError
+    from classification.engine.cli import user_errors
+
+    for c in ("a", "b"):
+        (tmp_path / "train" / c).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "train" / c / "0.jpg")
+    bad = tmp_path / "train" / "a" / "1.jpg"
+    bad.write_bytes(b"" if content == "empty" else (tmp_path / "train" / "b" / "0.jpg").read_bytes()[:200])
+    dataset = ImageFolderDataset(tmp_path, "train")
+    try:
+        dataset[dataset.samples.index((str(bad), 0))]
+    except ImageReadError:
+        wrapped = ExceptionWrapper(where="in DataLoader worker process 0")
+    with pytest.raises(SystemExit) as exit_, user_errors():
+        wrapped.reraise()
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"error: ImageReadError: {bad}: cannot read image (") and \
+        lines[0].endswith(") (in a data-loader worker)") and lines[1:] == ["(--debug shows the traceback)"], lines

@@ -175,6 +175,33 @@ def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path, no_slurm, capsys):
     assert "error: --slurm: this machine has no Slurm" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("tool", ["train_det", "train_cls"])
+def test_slurm_whose_controller_cannot_be_reached_is_one_line_quoting_sbatch(tiny_data, tmp_path, no_slurm,
+                                                                             monkeypatch, capsys, tool):
+    """sbatch installed, no controller: submitit's traceback and exit 1. A fake sbatch that fails as Slurm's does
+    (srun present, so that submitit picks Slurm)."""
+    import os
+
+    from classification.engine import train_net as cls_train_net
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in (("sbatch", "echo 'sbatch: error: Batch job submission failed: Unable to contact slurm "
+                                    "controller (connect failure)' >&2; exit 1"), ("srun", "exit 1")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    argv = (det_args(tiny_data, tmp_path / "s", 2, "--slurm")[1:] if tool == "train_det" else
+            ["--slurm", "--gpus-per-node", "0", "--output-dir", str(tmp_path / "c")])
+    with pytest.raises(SystemExit) as exit_:
+        (train_net if tool == "train_det" else cls_train_net).run(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: --slurm: the job was not submitted; sbatch said: sbatch: error: Batch job submission failed: " \
+           "Unable to contact slurm controller (connect failure)\n" in err and "Traceback" not in err, err
+    assert err.count("Unable to contact") == 1  # submitit's own print of sbatch's stderr is not repeated
+
+
 def test_many_processes_on_few_cores_warn(capsys):
     warn_oversubscription(64)
     assert "--num-gpus 64 on" in capsys.readouterr().err
@@ -246,6 +273,46 @@ def test_report_cli_bad_inputs(tmp_path):
     run.mkdir(parents=True)
     (run / "metrics.json").write_text("{not json")
     assert load_run(run).status == "corrupt metrics.json"
+
+
+def test_a_report_of_directories_without_runs_is_an_error(tmp_path, capsys):
+    """It wrote an empty report and exited 0; a parent of runs (output/) given instead of them, likewise."""
+    from report import main as report_main  # tools/report.py
+
+    empty = tmp_path / "empty"
+    (tmp_path / "a" / "run").mkdir(parents=True)
+    (tmp_path / "a" / "run" / "config.yaml").write_text("SEED: 0\n")
+    empty.mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        report_main([str(empty), str(tmp_path / "a"), "--output-dir", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and not (tmp_path / "out").exists()
+    assert capsys.readouterr().err == (
+        f"error: no runs found under {empty}, {tmp_path / 'a'}: a run directory holds config.yaml (an OUTPUT_DIR "
+        f"of tools/train_det.py) or config.json (tools/train_cls.py); {tmp_path / 'a'} holds 1 run directory: "
+        f"pass them (e.g. {tmp_path / 'a' / '*'})\n")
+    assert load_run(empty).status == "not a run directory (no config.yaml, config.json or metrics.json)"
+
+
+def test_runs_that_repeat_a_seed_are_flagged_and_count_once(tmp_path):
+    """Two runs of one configuration with the same SEED repeat one experiment: they were averaged as independent
+    seeds ("n=2, seeds: 0, 0"). Listed, warned about (group and seed named), counted once in n and the numbers."""
+    from detection.report import group_runs, write_report
+    from fabricated_runs import make_run
+
+    runs = [make_run(tmp_path, name, "resnet101", coco={"AP": ap, "AP50": 40.0}, seed=seed)
+            for name, ap, seed in (("rep_s0", 20.0, 0), ("rep_seed0", 22.0, 0), ("rep_s1", 30.0, 1))]
+    (group,) = group_runs([load_run(r) for r in runs])
+    assert group.name == "rep" and len(group.runs) == 3 and group.seeds == [0, 0, 1]
+    assert group.n == 2 and group.repeated_seeds == {0: ["rep_s0", "rep_seed0"]}
+    assert group.metrics["AP"].runs == 2 and group.metrics["AP"].mean == pytest.approx((21.0 + 30.0) / 2)
+    paths = write_report(runs, tmp_path / "report")
+    warning = ("Warning: group rep holds 2 runs with SEED 0 (rep_s0, rep_seed0): a repeated seed is not an "
+               "independent run; they count as one run (their mean) in its n and statistics.")
+    assert warning in paths["markdown"].read_text() and "seeds: 0, 0, 1 (repeated: 0; counted once)" in \
+        paths["markdown"].read_text()
+    report = json.loads(paths["json"].read_text())
+    assert report["warnings"] == [warning] and report["groups"][0]["n"] == 2
+    assert report["results"]["coco"]["rows"][0][3] == "2 (+1 repeated seed)"
 
 
 def test_offline_weights_url_says_to_pass_a_local_file():
@@ -632,6 +699,12 @@ def test_train_and_evaluation_class_lists_must_agree(tmp_path):
     (["INPUT.MIN_SIZE_TEST", "-5"], r"INPUT.MIN_SIZE_TEST -5: an integer >= 0 \(0: no resizing\)"),
     (["SOLVER.STEPS", "(30, 20)"], r"SOLVER.STEPS \(30, 20\): increasing iteration numbers"),
     (["SEED", str(2 ** 40)], r"SEED 1099511627776: an integer below 2\*\*32"),
+    (["SOLVER.BASE_LR", "-0.01"], r"SOLVER.BASE_LR -0.01: a finite number > 0"),
+    (["SOLVER.BASE_LR", "1e400"], r"SOLVER.BASE_LR inf: a finite number > 0"),
+    (["SOLVER.MOMENTUM", "1.5"], r"SOLVER.MOMENTUM 1.5: a number in \[0, 1\)"),
+    (["SOLVER.WEIGHT_DECAY", "-1e-4"], r"SOLVER.WEIGHT_DECAY -0.0001: a finite number >= 0"),
+    (["SOLVER.GAMMA", "0.0"], r"SOLVER.GAMMA 0.0: a finite number > 0"),
+    (["SOLVER.WARMUP_FACTOR", "2.0"], r"SOLVER.WARMUP_FACTOR 2.0: a number in \[0, 1\]"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""
@@ -639,6 +712,17 @@ def test_unusable_config_values_are_refused_naming_the_key(opts, match):
 
     cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", opts, read_weights=False)
     with pytest.raises(ValueError, match=match):
+        check_run_config(cfg)
+
+
+def test_a_nan_learning_rate_in_a_config_file_is_refused_naming_the_key(tmp_path):
+    """YAML's .nan passes Detectron2's type check: it trained and stopped with "training diverged at iteration 1"."""
+    from detection.config import check_run_config
+
+    (tmp_path / "nan.yaml").write_text("SOLVER:\n  BASE_LR: .nan\n  MOMENTUM: .nan\n")
+    cfg = get_detection_cfg(["configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", str(tmp_path / "nan.yaml")],
+                            read_weights=False)
+    with pytest.raises(ValueError, match=r"SOLVER.BASE_LR nan: a finite number > 0; SOLVER.MOMENTUM nan"):
         check_run_config(cfg)
 
 
@@ -711,3 +795,64 @@ def test_voc_files_named_before_training(tmp_path, case, match):
     split.write_bytes("a\n".encode("utf-16") if case == "utf16" else b"\n" if case == "empty_split" else b"a\n")
     with pytest.raises((VOCFormatError, FileNotFoundError), match=match):
         load_voc_instances(str(tmp_path), "trainval", ["cat"])
+
+
+@pytest.mark.parametrize("case, match", [
+    ("exif", r"a.jpg: the image is 30x40 \(width x height\) but .*c.json records 40x30 for it; width and height are "
+             r"swapped: the file's EXIF orientation tag \(6\) rotates it by 90 degrees when it is read"),
+    ("swapped", r"a.jpg: the image is 30x40 .* but .*c.json records 40x30 for it; width and height are swapped: an "
+                "EXIF orientation tag rotating the image when it is read is the usual cause"),
+    ("other", r"a.jpg: the image is 40x30 .* but .*c.json records 50x30 for it; correct the width and height "
+              "recorded in .*c.json"),
+    ("voc", r"a.jpg: the image is 40x30 .* but .*Annotations/a.xml records 50x30 for it"),
+])
+def test_a_recorded_size_the_image_does_not_have_names_both_sizes_and_the_annotation_file(tmp_path, case, match):
+    """Detectron2's SizeMismatchError mid-training named neither the file that recorded the size nor the usual
+    cause of swapped sizes (an EXIF rotation); it cannot be checked up front without opening every image."""
+    from detection.datasets import register_coco
+    from detection.engine.data import DetectionMapper
+
+    name = f"size_mismatch_{case}"
+    if case == "voc":
+        for d in ("Annotations", "JPEGImages", "ImageSets/Main"):
+            (tmp_path / d).mkdir(parents=True)
+        Image.new("RGB", (40, 30)).save(tmp_path / "JPEGImages" / "a.jpg")
+        (tmp_path / "Annotations" / "a.xml").write_text(
+            "<annotation><size><width>50</width><height>30</height></size><object><name>cat</name><bndbox>"
+            "<xmin>1</xmin><ymin>1</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object></annotation>")
+        (tmp_path / "ImageSets" / "Main" / "trainval.txt").write_text("a\n")
+        register_voc(name, str(tmp_path), "trainval", class_names=["cat"])
+    else:
+        path = _coco_file(tmp_path, lambda d: d["images"][0].update(width=50) if case == "other" else None)
+        if case == "exif":  # stored 40x30, shown (and read) rotated: 30x40
+            exif = Image.Exif()
+            exif[0x0112] = 6
+            Image.new("RGB", (40, 30)).save(tmp_path / "a.jpg", exif=exif)
+        elif case == "swapped":
+            Image.new("RGB", (30, 40)).save(tmp_path / "a.jpg")
+        register_coco(name, path, str(tmp_path))
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                            ["MODEL.DEVICE", "cpu", "DATASETS.TRAIN", f'("{name}",)'], read_weights=False)
+    with pytest.raises(ImageReadError, match=match):
+        DetectionMapper(cfg, True)(DatasetCatalog.get(name)[0])
+
+
+def test_the_chance_level_is_scored_against_the_ground_truth_training_and_evaluation_see(tmp_path, monkeypatch):
+    """chance_ap read the raw json with pycocotools: a box the loader drops (negative width) was ground truth to
+    the chance level but not to the detectors' evaluation."""
+    import detection.evaluation
+    from detection.datasets import register_coco
+    from detection.main_job.results import chance_ap
+
+    path = _coco_file(tmp_path, lambda d: d["annotations"].append(
+        {"id": 2, "image_id": 1, "category_id": 1, "bbox": [20, 5, -6, 8], "area": 48, "iscrowd": 0}))
+    register_coco("chance_dropped_box", path, str(tmp_path))
+    scored, evaluate = [], detection.evaluation.evaluate_coco
+
+    def spy(gt, results, **kwargs):
+        scored.extend(a["id"] for a in gt.dataset["annotations"])
+        return evaluate(gt, results, **kwargs)
+
+    monkeypatch.setattr(detection.evaluation, "evaluate_coco", spy)
+    assert 0.0 <= chance_ap("chance_dropped_box", boxes_per_image=5)["AP50"] <= 100.0
+    assert scored == [1]  # the dropped box is not ground truth here either

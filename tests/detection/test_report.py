@@ -390,4 +390,4 @@ def test_runs_evaluated_on_different_files_are_not_seeds_of_one_group(tmp_path):
         (run / "metrics.json").write_text(json.dumps(m))
         runs.append(load_run(run))
     assert [g.n for g in group_runs(runs)] == [1, 1, 1, 1]
-    assert [g.n for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group
+    assert [len(g.runs) for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group

@@ -222,6 +222,22 @@ def test_box_clipping_and_our_other_messages_reach_log_txt(tiny_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_recorded_size_the_image_does_not_have_is_one_line_mid_training(tiny_data, tmp_path):
+    """It cannot be checked up front (that opens every image): found by the loader, it printed Detectron2's
+    "Exception during training" traceback on the terminal before the error line. log.txt keeps the traceback."""
+    data = json.loads((tiny_data / "annotations/instances_train.json").read_text())
+    for im in data["images"]:
+        im["width"] = 120
+    bad = tmp_path / "train.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "run"
+    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "tiny_train", str(bad), str(tiny_data)))
+    _one_line_error(proc, "the image is 96x96 (width x height) but", f"{bad} records 120x96 for it")
+    assert "Traceback" not in proc.stdout and "Exception during training" not in proc.stdout, proc.stdout[-2000:]
+    assert "Exception during training" in (out / "log.txt").read_text()
+
+
+@pytest.mark.slow
 def test_two_processes_generating_the_embedded_dataset_at_once_both_get_it(tmp_path):
     """--num-gpus 2 on a fresh machine: both ranks generated into one .partial directory (FileNotFoundError)."""
     code = ("import sys, detection; from detection.datasets.embedded import EmbeddedSpec, ensure_embedded_dataset;"
