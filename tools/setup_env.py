@@ -40,7 +40,7 @@ D2_SHA256 = "5d2e9e51e523ec72f6a31cca04b0a515492e9514b773a3d134cedc0677170b29"
 D2_SDIST = "pb1-detectron2-0.6.tar.gz"
 # (distribution, version or None): what a complete environment must contain besides Detectron2.
 REQUIRED_DISTS = (*(tuple(pin.split("==")) for pin in TORCH_PINS), ("resnet-detection-benchmark", None),
-                  ("faster-coco-eval", None), ("pytest", None), ("deepforest", "2.1.0"))
+                  ("faster-coco-eval", None), ("orjson", None), ("pytest", None), ("deepforest", "2.1.0"))
 D2_DEFAULT = "0.6"
 # Test data only: real-world VOC XML (tree crowns) shipped in the deepforest wheel (MIT); its deps are not needed.
 TEST_DATA_WHEELS = ("deepforest==2.1.0",)

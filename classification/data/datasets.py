@@ -54,7 +54,7 @@ class ImageFolderDataset(Dataset):
         for label, c in enumerate(self.classes):
             folder = os.path.join(split_dir, c)
             names = sorted(e.name for e in os.scandir(folder) if not e.name.startswith(".")
-                           and os.path.splitext(e.name)[1].lower() in IMAGE_EXTENSIONS and e.is_file())
+                           and e.name.lower().endswith(IMAGE_EXTENSIONS) and e.is_file())
             self.samples.extend((os.path.join(folder, n), label) for n in names)
         if not self.samples:
             raise ValueError(f"{split_dir}: no images with extensions {IMAGE_EXTENSIONS}")

@@ -2,22 +2,27 @@
 
 `evaluate_coco` returns the 12-number summary, per-category AP/AP50/AP75 and the precision-recall curves at
 IoU 0.5 and 0.75 (area "all", 100 detections); `COCOEvaluator` is Detectron2's evaluator with that evaluation
-step, which also writes `coco_eval_bbox.json` into its output directory.
+step, which writes `coco_instances_results.json` and `coco_eval_bbox.json` into its output directory (not
+Detectron2's `instances_predictions.pth`: the results json holds the same detections).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import itertools
 import json
 import os
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import orjson
 from detectron2.evaluation import COCOEvaluator as _D2COCOEvaluator
 from detectron2.utils.file_io import PathManager
 
+from backbones.checkpoint_io import atomic_write
 from classification.engine.run_files import COCO_EVAL, PREDICTIONS
 
 __all__ = ["COCO_STATS", "CocoEvalSummary", "evaluate_coco", "COCOEvaluator", "COCO_BACKENDS"]
@@ -223,6 +228,26 @@ class COCOEvaluator(_D2COCOEvaluator):
         # the conditions of the numbers, recorded beside them in metrics.json (Trainer.test)
         self.conventions = {"coco_backend": backend, **conventions}
 
+    def evaluate(self, img_ids=None):
+        """Detectron2's evaluate (gather to the main process, then _eval_predictions) without its
+        instances_predictions.pth, a torch.save of every prediction (~1.5 s and 60 MB at val2017's 500k detections):
+        the same detections are in coco_instances_results.json, which is what COCO tools read."""
+        from detectron2.utils import comm
+
+        if self._distributed:
+            comm.synchronize()
+            predictions = list(itertools.chain(*comm.gather(self._predictions, dst=0)))
+            if not comm.is_main_process():
+                return {}
+        else:
+            predictions = self._predictions
+        if not predictions:
+            self._logger.warning("[COCOEvaluator] Did not receive valid predictions.")
+            return {}
+        self._results = OrderedDict()
+        self._eval_predictions(predictions, img_ids=img_ids)
+        return copy.deepcopy(self._results)
+
     def _eval_predictions(self, predictions, img_ids=None):
         if self._id_map is not None:
             unknown = [p["image_id"] for p in predictions if p["image_id"] not in self._id_map]
@@ -233,14 +258,17 @@ class COCOEvaluator(_D2COCOEvaluator):
                     r["image_id"] = self._id_map[r["image_id"]]
             img_ids = None if img_ids is None else [self._id_map[i] for i in img_ids]
         coco_results = list(itertools.chain(*[x["instances"] for x in predictions]))
-        mapping = getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None)
+        # the model's contiguous classes -> the file's category ids; a dataset registered but not yet loaded has no
+        # mapping on its metadata: the loader's rule (categories sorted by id) from the ground truth itself, never
+        # the contiguous ids scored as category ids (AP ~0, silently)
+        mapping = getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None) or \
+            {c: k for k, c in enumerate(sorted(self._coco_api.getCatIds()))}
         if mapping:
             reverse = {v: k for k, v in mapping.items()}
             for r in coco_results:
                 r["category_id"] = reverse[r["category_id"]]
-        if self._output_dir:
-            with PathManager.open(os.path.join(self._output_dir, PREDICTIONS), "w") as f:
-                f.write(json.dumps(coco_results))  # one string: about twice as fast as json.dump's many writes
+        if self._output_dir:  # orjson: 0.17 s for val2017's 500k results, json.dumps 2.6 s (the same numbers back)
+            atomic_write(os.path.join(self._output_dir, PREDICTIONS), lambda f: f.write(orjson.dumps(coco_results)))
         if not self._do_evaluation:
             return
         self._logger.info(f"Evaluating {len(coco_results)} boxes with {self._backend}")

@@ -40,9 +40,9 @@ class VOCSubmissionWriter(VOCDetectionEvaluator):
         os.makedirs(folder, exist_ok=True)
         for c, name in enumerate(self._class_names):  # every class gets its file, empty or not: the server wants all
             with open(os.path.join(folder, f"comp4_det_{self._split}_{name}.txt"), "w") as f:
-                for image_id, score, (x0, y0, x1, y1) in preds.get(c, []):
+                for image_id, score, (x0, y0, x1, y1) in self._class_detections(preds, c):
                     f.write(f"{image_id} {score:.6f} {x0:.1f} {y0:.1f} {x1:.1f} {y1:.1f}\n")
-        total = sum(len(v) for v in preds.values())
+        total = sum(len(scores) for _, _, scores, _ in preds)
         logger.info(f"{self._dataset_name}: {total} detections written to {folder} for the PASCAL evaluation server "
                     "(no ground truth here: no AP)")
         return OrderedDict(submission={"detections": float(total), "files": float(len(self._class_names))})

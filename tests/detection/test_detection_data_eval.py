@@ -357,6 +357,23 @@ def test_perfect_detections_score_100_or_the_file_is_refused_coco(tmp_path, back
             assert len(ev._coco_api.dataset["annotations"]) == sum(len(r["annotations"]) for r in records)
 
 
+@pytest.mark.parametrize("backend", ["faster_coco_eval", "pycocotools"])
+def test_a_coco_dataset_evaluated_before_it_was_loaded_maps_the_classes_to_its_category_ids(tmp_path, backend):
+    """The model's contiguous classes become the file's category ids by the loader's rule even when nothing has
+    loaded the dataset in this process yet (its metadata has no mapping until then): they were scored as category
+    ids, class 0 as id 0 (AP 0.0 measured on val2017-sized data)."""
+    from detection.datasets import register_coco
+    from detection.datasets.coco import load_coco_checked
+
+    path = _tiny_coco(tmp_path, "")
+    register_coco(f"not_loaded_{backend}", str(path), str(tmp_path))
+    records = load_coco_checked(str(path), str(tmp_path))  # the same records, the registration left unloaded
+    ev = COCOEvaluator(f"not_loaded_{backend}", None, backend=backend, distributed=False)
+    assert not hasattr(MetadataCatalog.get(f"not_loaded_{backend}"), "thing_dataset_id_to_contiguous_id")
+    res = _run(ev, *_oracle_outputs(records))
+    assert res["AP"] == pytest.approx(100.0) and res["AP50"] == pytest.approx(100.0)
+
+
 VOC_BOXES = "".join(f"<object><name>{c}</name><bndbox><xmin>{b[0]}</xmin><ymin>{b[1]}</ymin><xmax>{b[2]}</xmax>"
                     f"<ymax>{b[3]}</ymax></bndbox></object>" for c, b in (
                         ("cat", (3, 4, 14, 13)), ("dog", (21, 11, 35, 25)),
