@@ -2,7 +2,7 @@
 """Performance against the references, measured side by side in one run: the sections of tools/benchmarks/
 (one module each; BENCHMARKS.md).
 
-    python tools/benchmark.py                          # every section, ~25 minutes on 2 CPU cores
+    python tools/benchmark.py                          # every section, ~45 minutes on 2 CPU cores
     python tools/benchmark.py --only backbone --repeats 9 --markdown BENCHMARKS-run.md
 """
 

@@ -76,3 +76,23 @@ def test_training_data_digest_tells_other_data_apart(tmp_path):
         generate_embedded_dataset(tmp_path / name, EmbeddedSpec(**spec, seed=seed))
     digests = {name: vs_commit.training_data_digest(tmp_path / name) for name in "abc"}
     assert digests["a"] == digests["b"] != digests["c"]
+
+
+@pytest.mark.slow
+def test_the_dataset_sections_time_both_sides_on_generated_files_and_check_the_results_agree(tmp_path, monkeypatch):
+    """coco_train_load, voc07_eval, coco_val_eval and folder_scan at a tiny scale: each side runs, the results of
+    ours and the reference's are compared (records, per-class AP, the 12 COCO numbers, the sample lists), and a
+    side's peak memory comes from a fresh process."""
+    from benchmarks import coco_train_load, coco_val_eval, folder_scan, voc07_eval
+
+    monkeypatch.setenv("BENCHMARK_GENERATED_DIR", str(tmp_path))  # the fresh processes inherit it
+    for bench, agree in ((coco_train_load.bench_coco_train_load, "identical_records"),
+                         (voc07_eval.bench_voc07_eval, "identical_per_class_ap50"),
+                         (coco_val_eval.bench_coco_val_eval, "identical_stats"),
+                         (folder_scan.bench_folder_scan, "identical_samples")):
+        row = bench(3, scale=0.0005, memory=bench is folder_scan.bench_folder_scan)
+        assert row[agree] is True, (bench.__name__, row)
+        assert row["rounds"] == 3 and row["ratio"] > 0 and "scale 0.0005" in row["conditions"]
+    assert {"ours", "reference", "ours_over_reference"} <= set(row["memory"])
+    assert row["memory"]["ours"]["peak_mib"] >= row["memory"]["ours"]["baseline_mib"] > 0
+    assert (tmp_path / "coco_train-x0.0005" / ".complete").is_file()  # generated once, where it was told

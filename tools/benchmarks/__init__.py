@@ -12,6 +12,11 @@ Detectron2's build_model -- with the statistics of stats.py.
     peak.py       peak           matmul GFLOP/s and the backbones' share of it
     loader.py     loader         the train loader's images/s vs the R-101-C4 step's consumption
     memory.py     memory         peak RSS of an R-101-C4 training iteration (in a fresh process)
+    coco_train_load.py  coco_train_load  train2017-sized COCO json to training dicts vs Detectron2's trainer path
+    voc07_eval.py       voc07_eval       VOC2007 test evaluation vs py-faster-rcnn's voc_eval
+    coco_val_eval.py    coco_val_eval    val2017-sized COCO evaluation vs faster-coco-eval alone
+    folder_scan.py      folder_scan      an ImageNet-sized image folder vs torchvision's ImageFolder
+    generated.py  the full-size files those four read (real formats, written once); rss.py: peak memory of a side
     cli.py        SECTIONS, the command line and the Markdown output
 """
 

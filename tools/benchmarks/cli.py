@@ -5,7 +5,7 @@ rounds and reports the median of the per-round ratios reference_time / our_time 
 the rounds. A result is labelled "faster" only when the whole interval is above 1.0, "slower" when it is below,
 "parity" otherwise. The JSON records threads, layout and the torch / oneDNN versions beside every figure.
 
-    python tools/benchmark.py                          # every section, ~25 minutes on 2 CPU cores
+    python tools/benchmark.py                          # every section, ~45 minutes on 2 CPU cores
     python tools/benchmark.py --only backbone --repeats 9 --markdown BENCHMARKS-run.md
 
 Sections (one module each in tools/benchmarks/): backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training
@@ -15,7 +15,11 @@ folding on vs off, fraction of matmul peak, per-op profile), main_job_pretrain (
 cache vs --no-embedded-cache), main_job_detect_vs_commit (detection iterations/s: an earlier commit's own code in a
 worker process vs this tree's), cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s
 vs a large matmul), loader (train-loader images/s vs the C4 step's consumption), memory (peak RSS of an R-101-C4
-training iteration).
+training iteration), and on generated full-size files in the real formats (written once under
+output/benchmark/generated/): coco_train_load (a train2017-sized json to training dicts vs Detectron2's trainer
+path), voc07_eval (VOC2007 test vs py-faster-rcnn's voc_eval), coco_val_eval (val2017 with 500k detections vs
+faster-coco-eval alone), folder_scan (an ImageNet-sized folder vs torchvision's ImageFolder); each also measures
+both sides' peak memory in fresh processes and checks that the results are identical.
 """
 
 from __future__ import annotations
@@ -33,14 +37,18 @@ from backbones.checkpoint_io import atomic_write_text
 
 from . import checkout
 from .backbone import bench_backbone
+from .coco_train_load import bench_coco_train_load
+from .coco_val_eval import bench_coco_val_eval
 from .cocoeval import bench_cocoeval
 from .detector import bench_detector
+from .folder_scan import bench_folder_scan
 from .loader import bench_loader
 from .main_job import bench_main_job
 from .memory import bench_memory
 from .peak import bench_peak
 from .pretrain import bench_main_job_pretrain
 from .stats import machine
+from .voc07_eval import bench_voc07_eval
 from .vs_commit import BASELINE_COMMIT, bench_main_job_detect_vs_commit
 
 __all__ = ["SECTIONS", "markdown", "main"]
@@ -48,7 +56,11 @@ __all__ = ["SECTIONS", "markdown", "main"]
 SECTIONS = {"backbone": bench_backbone, "detector": bench_detector, "main_job": bench_main_job,
             "main_job_pretrain": bench_main_job_pretrain,
             "main_job_detect_vs_commit": bench_main_job_detect_vs_commit,
-            "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory}
+            "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory,
+            "coco_train_load": bench_coco_train_load, "voc07_eval": bench_voc07_eval,
+            "coco_val_eval": bench_coco_val_eval, "folder_scan": bench_folder_scan}
+# the sections on generated full-size dataset files (generated.py): --data-scale shrinks them
+DATA_SECTIONS = ("coco_train_load", "voc07_eval", "coco_val_eval", "folder_scan")
 
 RATIO_KEYS = ("ratio", "ci95", "verdict", "rounds")
 
@@ -94,11 +106,15 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-commit", default=BASELINE_COMMIT,
                     help="main_job_detect_vs_commit: the commit whose code is the other side (default: the main "
                          "job before its detection-iteration efficiency work)")
+    ap.add_argument("--data-scale", type=float, default=1.0,
+                    help=f"{', '.join(DATA_SECTIONS)}: the generated files' size (1: the real datasets' sizes)")
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads (default: every CPU); the main job runs each stage at 1, two at a time")
     args = ap.parse_args(argv)
     if args.repeats < 3:
         ap.error("--repeats must be at least 3 (7 or more for a meaningful interval)")
+    if not 0 < args.data_scale <= 1:
+        ap.error("--data-scale must be in (0, 1]")
     if args.threads is not None and args.threads < 1:
         ap.error("--threads must be at least 1")
     json_path = Path(args.json) if args.json else checkout().root / "output" / "benchmark" / "benchmark.json"
@@ -107,7 +123,8 @@ def main(argv=None) -> int:
     for name in args.only:
         t0 = time.time()
         print(f"[benchmark] {name} ...", flush=True)
-        kwargs = {"commit": args.baseline_commit} if name == "main_job_detect_vs_commit" else {}
+        kwargs = {"commit": args.baseline_commit} if name == "main_job_detect_vs_commit" else \
+            {"scale": args.data_scale} if name in DATA_SECTIONS else {}
         results[name] = SECTIONS[name](args.repeats, **kwargs)
         results[name]["section_seconds"] = round(time.time() - t0, 1)
         for k, v in results[name].items():

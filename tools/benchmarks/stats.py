@@ -16,18 +16,27 @@ import torch
 __all__ = ["alternate", "ratio_stats", "compare", "machine"]
 
 
-def alternate(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, list[float]]:
-    """Seconds per call of each fn: `warmup` untimed rounds, then `repeats` rounds, the sides alternating."""
+def alternate(fns: dict[str, Callable], repeats: int, warmup: int = 2,
+              setup: dict[str, Callable[[], object]] | None = None) -> dict[str, list[float]]:
+    """Seconds per call of each fn: `warmup` untimed rounds, then `repeats` rounds, the sides alternating.
+    `setup[k]`, where given, runs untimed before every call of fns[k] and its result is the call's argument (fresh
+    inputs for a side that consumes them)."""
+    setup = setup or {}
+
+    def call(k: str) -> float:
+        args = (setup[k](),) if k in setup else ()
+        t0 = time.perf_counter()
+        fns[k](*args)
+        return time.perf_counter() - t0
+
     for _ in range(warmup):
-        for fn in fns.values():
-            fn()
+        for k in fns:
+            call(k)
     times: dict[str, list[float]] = {k: [] for k in fns}
     for r in range(repeats):
         order = list(fns) if r % 2 == 0 else list(reversed(fns))  # neither side always runs first
         for k in order:
-            t0 = time.perf_counter()
-            fns[k]()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(call(k))
     return times
 
 
@@ -42,9 +51,10 @@ def ratio_stats(reference: list[float], ours: list[float], *, resamples: int = 4
             "rounds": len(ratios)}
 
 
-def compare(ours: Callable, reference: Callable, repeats: int, warmup: int = 2, names=("ours", "reference")) -> dict:
+def compare(ours: Callable, reference: Callable, repeats: int, warmup: int = 2, names=("ours", "reference"),
+            setup: dict[str, Callable[[], object]] | None = None) -> dict:
     """Both sides alternated: the median seconds of each (`s_<name>`) and ratio_stats(reference, ours)."""
-    t = alternate({names[0]: ours, names[1]: reference}, repeats, warmup)
+    t = alternate({names[0]: ours, names[1]: reference}, repeats, warmup, setup)
     return {f"s_{names[0]}": statistics.median(t[names[0]]), f"s_{names[1]}": statistics.median(t[names[1]]),
             **ratio_stats(t[names[1]], t[names[0]])}
 
