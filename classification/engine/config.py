@@ -116,8 +116,9 @@ class ClsConfig:
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)) or self.warmup_iterations < 0 \
                 or not 0 < self.warmup_factor <= 1:
             raise ValueError("weight_decay (finite) and warmup_iterations must be >= 0 and warmup_factor in (0, 1]")
-        if self.warmup_until_error is not None and not 0 < self.warmup_until_error <= 1:  # NaN: warm-up forever
-            raise ValueError(f"warmup_until_error is a training error in (0, 1], got {self.warmup_until_error!r}")
+        # a training error in [0, 1] (0: the low lr for the whole run); NaN or 1.5 warmed up forever, unsaid
+        if self.warmup_until_error is not None and not 0 <= self.warmup_until_error <= 1:
+            raise ValueError(f"warmup_until_error is a training error in [0, 1], got {self.warmup_until_error!r}")
         if any(not 0 < m <= 1 for m in self.milestones):
             raise ValueError(f"milestones are fractions of the run in (0, 1], got {list(self.milestones)}")
         for f in fields(self):

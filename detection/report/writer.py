@@ -368,16 +368,16 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         runs whose configs differ only in SEED form a group); sections: (title, lines, [(figure file in out_dir,
         caption)]) placed after the results table (the main job's degradation experiment).
     """
-    if not any(is_run_directory(d) for d in run_dirs):  # an empty report, exit 0, was easy to take for a result
-        raise UsageError(f"no runs found under {', '.join(map(str, run_dirs)) or 'no paths'}: a run directory holds "
-                         "config.yaml (an OUTPUT_DIR of tools/train_det.py) or config.json (tools/train_cls.py)"
-                         + _runs_below(run_dirs))
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
         real = os.path.realpath(d)
         if real in seen:
             raise ValueError(f"run directory {d} is given twice (also as {seen[real]}): it would count as two runs")
         seen[real] = str(d)
+    if not any(is_run_directory(d) for d in run_dirs):  # an empty report, exit 0, was easy to take for a result
+        raise UsageError(f"no runs found under {', '.join(map(str, run_dirs)) or 'no paths'}: a run directory holds "
+                         "config.yaml (an OUTPUT_DIR of tools/train_det.py) or config.json (tools/train_cls.py)"
+                         + _runs_below(run_dirs))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]

@@ -91,7 +91,7 @@ def test_classification_width_is_bounded_as_detection_s():
     ("lr", -0.1, "lr must be positive and finite, got -0.1"),
     ("momentum", float("nan"), r"momentum must be in \[0, 1\), got nan"),
     ("weight_decay", float("inf"), "weight_decay \\(finite\\)"),
-    ("warmup_until_error", float("nan"), r"warmup_until_error is a training error in \(0, 1\], got nan"),
+    ("warmup_until_error", float("nan"), r"warmup_until_error is a training error in \[0, 1\], got nan"),
 ])
 def test_optimizer_numbers_that_cannot_train_are_refused_naming_the_option(option, value, match):
     """As detection's SOLVER.BASE_LR .nan: refused before training, not "training diverged" (or, for
