@@ -14,6 +14,7 @@ from detectron2.engine import default_setup
 from detectron2.utils import comm
 from detectron2.utils.logger import setup_logger
 
+from backbones.checkpoint_io import signals_deferred
 from classification.engine.cli import USER_ERRORS, add_launch_arguments, user_errors, warn_oversubscription
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
@@ -150,8 +151,11 @@ def setup(args: argparse.Namespace):
                         what="evaluate into it" if args.eval_only else "train into it")
     if args.resume:
         last_checkpoint_file(cfg.OUTPUT_DIR)  # a ValueError now if it names nothing usable, before config.yaml
-    # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several)
-    default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
+    # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several). A
+    # preemption signal is handled after it: submitit's requeue exit, raised inside Detectron2 main's
+    # OmegaConf.create(cfg.dump()), became omegaconf's ConfigKeyError and the job failed instead of requeueing
+    with signals_deferred():
+        default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     _log_into_run(cfg.OUTPUT_DIR, getattr(args, "debug", False))
     logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
     log_weights_conventions(conventions, cfg.MODEL.WEIGHTS)

@@ -273,3 +273,27 @@ def test_a_preemption_signal_during_a_checkpoint_write_is_handled_after_it(tmp_p
     assert calls == [signal.SIGUSR2]
     assert torch.equal(read_checkpoint(path)["w"], torch.ones(1000))  # complete, renamed into place
     assert signal.getsignal(signal.SIGUSR2) is previous
+
+
+def test_a_preemption_signal_during_setup_is_handled_after_detectron2s_default_setup(tiny_data, tmp_path,
+                                                                                    monkeypatch):
+    """submitit's requeue handler raises SystemExit; landing inside Detectron2 main's default_setup
+    (OmegaConf.create) it became omegaconf's ConfigKeyError and the job failed instead of requeueing (CI, a
+    1-minute allocation whose signal came during setup). The signal now waits for the end of default_setup."""
+    from detection.engine import train_net
+
+    ran_inside, calls = [], []
+
+    def default_setup(cfg, args):
+        os.kill(os.getpid(), signal.SIGUSR2)  # arrives mid-setup
+        ran_inside.append(bool(calls))
+
+    previous = signal.signal(signal.SIGUSR2, lambda n, f: calls.append(n))
+    monkeypatch.setattr(train_net, "default_setup", default_setup)
+    try:
+        args = train_net.build_parser().parse_args(det_args(tiny_data, tmp_path / "run", 2)[1:])
+        train_net.register_cli_datasets(args)
+        train_net.setup(args)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert ran_inside == [False] and calls == [signal.SIGUSR2]  # not during default_setup, right after it
