@@ -35,7 +35,7 @@ from .validation import (
 )
 
 __all__ = ["DatasetFormatError", "CocoGroundTruth", "coco_ground_truth", "load_coco_checked", "register_coco",
-           "read_coco_json"]
+           "read_coco_json", "contiguous_category_ids"]
 
 logger = logging.getLogger(__name__)
 
@@ -267,11 +267,17 @@ def coco_ground_truth(json_file: str, *, log: bool = True) -> CocoGroundTruth:
     return gt
 
 
+def contiguous_category_ids(category_ids) -> dict[int, int]:
+    """The file's category ids -> the model's classes 0..K-1, in id order (as Detectron2's load_coco_json numbers
+    them): the one rule for training's records and for mapping predictions back in evaluation."""
+    return {c: k for k, c in enumerate(sorted(category_ids))}
+
+
 def _records(gt: CocoGroundTruth, image_root: str, dataset_name: str | None) -> list[dict]:
     """Detectron2 dataset dicts (images in id order, boxes XYXY_ABS, category ids contiguous), as
     `load_coco_json` builds them, from the validated ground truth; sets the dataset's class metadata."""
     cats = sorted(gt.dataset["categories"], key=lambda c: c["id"])
-    id_map = {c["id"]: i for i, c in enumerate(cats)}
+    id_map = contiguous_category_ids(c["id"] for c in cats)
     if dataset_name is not None:
         meta = MetadataCatalog.get(dataset_name)
         meta.thing_classes = [c["name"] for c in cats]

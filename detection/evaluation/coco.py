@@ -25,6 +25,8 @@ from detectron2.utils.file_io import PathManager
 from backbones.checkpoint_io import atomic_write
 from classification.engine.run_files import COCO_EVAL, PREDICTIONS
 
+from ..datasets.coco import contiguous_category_ids
+
 __all__ = ["COCO_STATS", "CocoEvalSummary", "evaluate_coco", "COCOEvaluator", "COCO_BACKENDS"]
 
 COCO_STATS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
@@ -259,14 +261,13 @@ class COCOEvaluator(_D2COCOEvaluator):
             img_ids = None if img_ids is None else [self._id_map[i] for i in img_ids]
         coco_results = list(itertools.chain(*[x["instances"] for x in predictions]))
         # the model's contiguous classes -> the file's category ids; a dataset registered but not yet loaded has no
-        # mapping on its metadata: the loader's rule (categories sorted by id) from the ground truth itself, never
-        # the contiguous ids scored as category ids (AP ~0, silently)
+        # mapping on its metadata: the loader's rule applied to the ground truth itself, never the contiguous ids
+        # scored as category ids (AP ~0, silently)
         mapping = getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None) or \
-            {c: k for k, c in enumerate(sorted(self._coco_api.getCatIds()))}
-        if mapping:
-            reverse = {v: k for k, v in mapping.items()}
-            for r in coco_results:
-                r["category_id"] = reverse[r["category_id"]]
+            contiguous_category_ids(self._coco_api.getCatIds())
+        reverse = {v: k for k, v in mapping.items()}
+        for r in coco_results:
+            r["category_id"] = reverse[r["category_id"]]
         if self._output_dir:  # orjson: 0.17 s for val2017's 500k results, json.dumps 2.6 s (the same numbers back)
             atomic_write(os.path.join(self._output_dir, PREDICTIONS), lambda f: f.write(orjson.dumps(coco_results)))
         if not self._do_evaluation:

@@ -28,7 +28,9 @@ def _processed(data: generated.CocoSet, evaluator) -> list[dict]:
     import torch
     from detectron2.structures import Boxes, Instances
 
-    contiguous = {c: k for k, c in enumerate(generated.COCO_CATEGORY_IDS)}
+    from detection.datasets.coco import contiguous_category_ids
+
+    contiguous = contiguous_category_ids(generated.COCO_CATEGORY_IDS)
     per_image: dict[int, list] = {im["id"]: [] for im in json.loads(data.json_file.read_text())["images"]}
     for r in json.loads(data.detections.read_text()):
         per_image[r["image_id"]].append((contiguous[r["category_id"]], r["score"], *r["bbox"]))
@@ -72,7 +74,7 @@ def _reference(scale: float) -> Side:
 
     data, evaluator = _evaluator(scale, with_files=False)
     results = [r for p in _processed(data, evaluator) for r in p["instances"]]
-    for r in results:  # dataset category ids, as a results file has them
+    for r in results:  # dataset category ids, as a results file has them (COCO_CATEGORY_IDS is in id order)
         r["category_id"] = generated.COCO_CATEGORY_IDS[r["category_id"]]
     del evaluator
     with contextlib.redirect_stdout(io.StringIO()):
