@@ -15,7 +15,7 @@ from .resnet import IMAGENET_DEPTHS
 from .vgg import VGG_DEPTHS
 from .weight_formats import FormatError, WeightsMeta, convert_state_dict
 
-__all__ = ["infer_model", "convert_checkpoint"]
+__all__ = ["infer_model", "load_model", "convert_checkpoint"]
 
 
 def _vgg_from_torchvision(sd: Mapping[str, Any]) -> tuple[str, dict]:
@@ -60,6 +60,20 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
                 opts["width"] = stem.shape[0] / 64
             return f"{'resnet' if residual else 'plain'}{depth}", opts
     raise FormatError(f"blocks per stage {per_stage} (bottleneck={bottleneck}) match no ImageNet ResNet depth")
+
+
+def load_model(path: str | os.PathLike, *, num_classes: int | None = None) -> tuple[str, dict, Any]:
+    """(model name, options, model) of a weights file: the architecture inferred from the file (ours say what
+    they are), built and loaded strictly. num_classes: the classifier to build (None: the file's own; another
+    count drops the file's classifier, e.g. to run a trained net's layers on a different label set)."""
+    sd, fmt, meta = read_weights(path)
+    name, options = infer_model(sd, fmt, meta)
+    fc = convert_state_dict(sd, fmt, [])[0].get("fc.weight")
+    own = int(fc.shape[0]) if fc is not None else 0
+    classes = own if num_classes is None else num_classes
+    model = create_model(name, num_classes=classes, **options)
+    load_state_dict_into(model, sd, fmt, meta, source=str(path), strict=True, drop_classifier=classes != own)
+    return name, options, model
 
 
 def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, model_name: str | None = None,

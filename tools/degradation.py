@@ -37,6 +37,9 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=400)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
+    ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=True,
+                    help="pre-activation units for every net (default, the main job's recipe; --no-preact: the "
+                         "paper's 2015 units, with which ResNet-56 stays at chance at 400 iterations -- RESULTS.md)")
     ap.add_argument("--warmup-until-error", type=float, default=None,
                     help="lr x0.1 until the running training error is below this, for every net (the paper's "
                          "ResNet-110 warm-up uses 0.8; default: none, as the main job)")
@@ -63,24 +66,24 @@ def _run(args) -> int:
                      checkpoint_period=args.iterations, train_samples=args.train_samples,
                      val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,
                      workers=args.workers,
-                     seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error)
+                     seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error,
+                     model_options={"preact": True} if args.preact else {})
     histories = run_degradation(args.models, base, out)
     plot_curves(histories, out / "degradation.png",
-                title=f"{args.dataset}, {args.iterations} iterations, batch {args.batch_size}, lr {args.lr}")
+                title=f"{args.dataset}, {args.iterations} iterations, batch {args.batch_size}, lr {args.lr}"
+                      f"{', pre-activation units' if args.preact else ''}")
     table = summary_table(histories)
     atomic_write_text(out / "degradation.md", table + "\n")
     print(table)
     print(f"plot: {out / 'degradation.png'}")
     if args.layer_responses:
-        from backbones import create_model, load_pretrained
+        from backbones.convert import load_model
         from classification.analysis.layer_response import layer_response_std, plot_layer_responses
 
         _, val, _ = build_datasets(replace(base, train_samples=1))  # only val is read: skip the training split
         results = {}
-        for name in args.models:
-            model = create_model(name, num_classes=len(val.classes))
-            load_pretrained(model, out / name / FINAL_CHECKPOINT)
-            results[name] = layer_response_std(model, val, max_images=1000)
+        for name in args.models:  # each net as its run built it (the checkpoint names its units)
+            results[name] = layer_response_std(load_model(out / name / FINAL_CHECKPOINT)[2], val, max_images=1000)
         plot_layer_responses(results, out / "layer_responses.png")
         for name, res in results.items():
             stds = [s for _, s in res]

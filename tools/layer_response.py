@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Paper Fig. 7: std of each 3x3 layer's response (after BN, before ReLU/addition) for trained checkpoints.
+"""Paper Fig. 7: std of each 3x3 layer's response (before ReLU / addition) for trained checkpoints.
 
     tools/layer_response.py output/degradation/cifar_plain20/model_final.pth \\
         output/degradation/cifar_resnet20/model_final.pth --dataset fashion-mnist --output responses.png
@@ -10,9 +10,7 @@ import sys
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
-from backbones import create_model, load_pretrained
-from backbones.convert import infer_model
-from backbones.pretrained import read_weights
+from backbones.convert import load_model
 from classification.analysis.layer_response import layer_response_std, plot_layer_responses
 from classification.engine.cli import user_errors
 from classification.engine.trainer import ClsConfig, build_datasets
@@ -34,16 +32,14 @@ def main(argv=None) -> int:
 
 
 def _run(args) -> int:
-    # every checkpoint read (safely) and its net inferred first: a bad file is named before the data is built
-    nets = [(path, *infer_model(*read_weights(path))) for path in args.checkpoints]
+    # every checkpoint read (safely), its net inferred and loaded first: a bad file is named before the data is built
+    nets = [(path, *load_model(path)) for path in args.checkpoints]
     # only the first --max-images val images are used: the embedded set renders just those (train_samples=1: its
     # training split, 60,000 composites, is not needed here)
     _, val, _ = build_datasets(ClsConfig(dataset=args.dataset, data_root=args.data_root, train_samples=1,
                                          val_samples=args.max_images))
     results = {}
-    for path, name, options in nets:
-        model = create_model(name, num_classes=len(val.classes), **options)
-        load_pretrained(model, path, drop_classifier=True)  # the responses are the 3x3 layers'; any class count
+    for path, name, _, model in nets:  # the responses are the 3x3 layers': the classifier's class count is not used
         res = layer_response_std(model, val, max_images=args.max_images)
         results[f"{name} ({path})"] = res
         stds = [s for _, s in res]

@@ -1,4 +1,9 @@
-"""Fig. 7: standard deviation of each 3x3 layer's response (after BN, before ReLU / addition) over a dataset."""
+"""Fig. 7: standard deviation of each 3x3 layer's response (before ReLU / addition) over a dataset.
+
+The paper's units (post-activation) follow each 3x3 conv with BN: the response is the BN output. Pre-activation
+units (He et al. 2016: BN-ReLU-conv) feed a 3x3 conv's output straight into the next unit's BN or the addition: the
+response is the conv output. Either way it is the 3x3 layer's contribution before any ReLU or addition.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +17,22 @@ __all__ = ["layer_response_std", "plot_layer_responses"]
 
 
 def _three_by_three_layers(model: nn.Module) -> list[tuple[str, Conv2dNorm]]:
-    """3x3 conv+BN layers in depth order, excluding the stem (the paper plots the layers inside the stages)."""
+    """3x3 layers in depth order, excluding the stem (the paper plots the layers inside the stages)."""
     return [(n, m) for n, m in model.named_modules()
-            if isinstance(m, Conv2dNorm) and m.kernel_size == (3, 3) and m.norm is not None and
-            not n.startswith("stem")]
+            if isinstance(m, Conv2dNorm) and m.kernel_size == (3, 3) and not n.startswith("stem")]
 
 
 @torch.no_grad()
 def layer_response_std(model: nn.Module, dataset: Dataset, *, batch_size: int = 128,
                        max_images: int | None = None) -> list[tuple[str, float]]:
-    """[(layer name, std of its BN output over all images, channels and positions)] in depth order.
+    """[(layer name, std of its response over all images, channels and positions)] in depth order.
 
-    Conv2dNorm's output *is* the BN output, before any ReLU or addition (those happen in the block), which is
-    exactly the response the paper measures. Pre-activation blocks have no such layer (their BN precedes the conv).
+    Conv2dNorm's output is its BN's output when it has one (post-activation units), else the conv's (pre-activation
+    units): in both, before any ReLU or addition (those happen in the block) -- the response the paper measures.
     """
     layers = _three_by_three_layers(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no 3x3 conv+BN layers (pre-activation nets put BN first)")
+        raise ValueError(f"{type(model).__name__} has no 3x3 conv layers outside its stem")
     stats = {name: torch.zeros(3, dtype=torch.float64) for name, _ in layers}  # sum, sum of squares, count
 
     def hook(name):
@@ -73,7 +77,7 @@ def plot_layer_responses(results: dict[str, list[tuple[str, float]]], path: str)
         stds = [s for _, s in res]
         a.plot(range(1, len(stds) + 1), stds, label=label)
         b.plot(range(1, len(stds) + 1), sorted(stds, reverse=True), label=label)
-    a.set(xlabel="layer index (original)", ylabel="std", title="Responses of 3x3 layers (after BN, before ReLU/add)")
+    a.set(xlabel="layer index (original)", ylabel="std", title="Responses of 3x3 layers (before ReLU / addition)")
     b.set(xlabel="layer index (sorted by magnitude)", ylabel="std")
     a.legend(fontsize=8)
     fig.tight_layout()

@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--without-degradation", dest="degradation", action="store_false")
     ap.add_argument("--degradation-iterations", type=int, default=None)
     ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
+                    help="pre-activation units for the four nets (default; --no-degradation-preact: the paper's 2015 "
+                         "units, with which ResNet-56 stays at chance at this budget -- RESULTS.md)")
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -129,7 +132,8 @@ def plan_from_args(args) -> MainJobPlan:
                         ("pretrain_val_images", args.pretrain_val_images),
                         ("detect_iterations", args.detect_iterations),
                         ("degradation_iterations", args.degradation_iterations),
-                        ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds)):
+                        ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
+                        ("degradation_preact", args.degradation_preact)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     if args.degradation is not None:
@@ -279,7 +283,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     seed of each net) and Fig. 7 (the std of each 3x3 layer's response on the val items), the summary's lines."""
     if not results.degradation:
         return []
-    from backbones import create_model, load_pretrained
+    from backbones.convert import load_model
     from classification.analysis.degradation import plot_curves
     from classification.analysis.layer_response import layer_response_std, plot_layer_responses
     from classification.engine.run_files import FINAL_CHECKPOINT
@@ -288,18 +292,18 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     report.mkdir(parents=True, exist_ok=True)
     first = {d.model: next(iter(d.histories.items())) for d in results.degradation if d.histories}
     plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png",
-                title=f"embedded composites, {plan.degradation_iterations} iterations of 128, lr 0.1")
+                title=f"embedded composites, {plan.degradation_iterations} iterations of 128, lr 0.1"
+                      f"{', pre-activation units' if plan.degradation_preact else ''}")
     val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
                                    val_samples=plan.pretrain_val_images, workers=0, output_dir=str(report)))[1]
     responses = {}
-    for model, (run, _) in first.items():
-        net = create_model(model, num_classes=len(val.classes))
-        load_pretrained(net, next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)
+    for model, (run, _) in first.items():  # each net as its run built it (pre-activation units: the checkpoint says)
+        net = load_model(next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)[2]
         responses[model] = layer_response_std(net, val, max_images=500)
     plot_layer_responses(responses, str(report / "layer_responses.png"))
     return [("Degradation (paper Figs. 1, 6, 7)", degradation_lines(results),  # its notes are the report's notes
              [("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
-              ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU) "
+              ("layer_responses.png", "std of each 3x3 layer's response (its output before any addition or ReLU) "
                                       "on 500 val items")])]
 
 

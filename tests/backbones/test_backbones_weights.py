@@ -310,6 +310,24 @@ def test_truncated_and_garbage_files_get_clear_errors(tmp_path):
         load_pretrained(create_model("resnet18"), tmp_path / "missing.pth")
 
 
+def test_load_model_rebuilds_the_net_a_checkpoint_holds_with_its_units_and_width(tmp_path):
+    """backbones.convert.load_model: our checkpoints name their architecture, so a pre-activation net at width 0.5
+    comes back as that net (a default-option model would not load), and another class count drops the classifier."""
+    from backbones.convert import load_model
+
+    net = create_model("cifar_plain20", preact=True, width=0.5, num_classes=10).eval()
+    save_pretrained(net, tmp_path / "n.pth")
+    name, options, again = load_model(tmp_path / "n.pth")
+    assert (name, options) == ("cifar_plain20", {"preact": True, "width": 0.5})
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(again.eval()(x), net(x))
+    other = load_model(tmp_path / "n.pth", num_classes=3)[2]
+    assert other.fc.out_features == 3 and torch.equal(other.res2[0].conv1.weight, net.res2[0].conv1.weight)
+    with pytest.raises(IncompatibleWeightsError, match="preact"):  # the units are part of what must match
+        load_pretrained(create_model("cifar_plain20", width=0.5, num_classes=10), tmp_path / "n.pth")
+
+
 # ---- tools/convert_weights.py ------------------------------------------------------------------------------
 
 @pytest.mark.slow

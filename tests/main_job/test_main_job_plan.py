@@ -39,7 +39,11 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     full = plan_stages(replace(MainJobPlan(), **PRESETS["full"]), tmp_path)
     assert sorted(s.out.name for s in full if s.init == "scratch") == [  # two seeds: the gain gets an interval
         "resnet101_scratch_d0", "resnet101_scratch_d1", "vgg16_bn_scratch_d0", "vgg16_bn_scratch_d1"]
-    assert sum(s.kind == "degradation" for s in full) == 4 * 2
+    degradation = [s for s in full if s.kind == "degradation"]
+    assert len(degradation) == 4 * 2  # one recipe, pre-activation units for plain and residual nets alike
+    assert all(s.argv[s.argv.index("--model-option") + 1] == "preact=True" for s in degradation)
+    post = plan_stages(replace(MainJobPlan(), **PRESETS["full"], degradation_preact=False), tmp_path)
+    assert not any("--model-option" in s.argv for s in post if s.kind == "degradation")
     sel = plan_stages(MainJobPlan(selection=True), tmp_path)
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
 
