@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from .pretrained import LoadReport, load_state_dict_into, read_weights, save_pretrained
 from .registry import create_model
 from .resnet import IMAGENET_DEPTHS
@@ -37,6 +39,8 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
         kind = {"resnet": ("resnet", "plain"), "cifar_resnet": ("cifar_resnet", "cifar_plain")}[a["family"]]
         name = f"{kind[0] if a.get('residual', True) else kind[1]}{a['depth']}"
         opts = {k: a[k] for k in ("stride_in_1x1", "preact", "shortcut") if a.get(k) not in (None, "none")}
+        if a.get("norm") not in (None, "BN", "FrozenBN", "SyncBN"):  # BN's variants share its tensors; GN does not
+            opts["norm"] = a["norm"]
         return name, {**opts, **width}
     if fmt == "torchvision_vgg":
         return _vgg_from_torchvision(sd)
@@ -62,14 +66,20 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     raise FormatError(f"blocks per stage {per_stage} (bottleneck={bottleneck}) match no ImageNet ResNet depth")
 
 
-def load_model(path: str | os.PathLike, *, num_classes: int | None = None) -> tuple[str, dict, Any]:
+def _classes_in(sd: Mapping[str, Any], fmt: str) -> int:
+    """The class count of the weights' classifier (0: none)."""
+    fc = convert_state_dict(sd, fmt, [])[0].get("fc.weight")
+    return int(fc.shape[0]) if fc is not None else 0
+
+
+def load_model(path: str | os.PathLike, *, num_classes: int | None = None) -> tuple[str, dict, nn.Module]:
     """(model name, options, model) of a weights file: the architecture inferred from the file (ours say what
-    they are), built and loaded strictly. num_classes: the classifier to build (None: the file's own; another
-    count drops the file's classifier, e.g. to run a trained net's layers on a different label set)."""
+    they are), built and loaded strictly, in training mode as create_model returns it. num_classes: the classifier
+    to build (None: the file's own; another count drops the file's classifier, e.g. to run a trained net's layers
+    on another label set)."""
     sd, fmt, meta = read_weights(path)
     name, options = infer_model(sd, fmt, meta)
-    fc = convert_state_dict(sd, fmt, [])[0].get("fc.weight")
-    own = int(fc.shape[0]) if fc is not None else 0
+    own = _classes_in(sd, fmt)
     classes = own if num_classes is None else num_classes
     model = create_model(name, num_classes=classes, **options)
     load_state_dict_into(model, sd, fmt, meta, source=str(path), strict=True, drop_classifier=classes != own)
@@ -87,11 +97,7 @@ def convert_checkpoint(src: str | os.PathLike, dst: str | os.PathLike, *, model_
         model_name, inferred = infer_model(sd, fmt, meta)
         options = {**inferred, **(options or {})}
     options = dict(options or {})
-    num_classes = 0
-    if not drop_classifier:
-        fc = convert_state_dict(sd, fmt, [])[0].get("fc.weight")
-        num_classes = int(fc.shape[0]) if fc is not None else 0
-    model = create_model(model_name, num_classes=num_classes, **options)
+    model = create_model(model_name, num_classes=0 if drop_classifier else _classes_in(sd, fmt), **options)
     report = load_state_dict_into(model, sd, fmt, meta, source=str(src), strict=True,
                                   drop_classifier=drop_classifier)
     save_pretrained(model, Path(dst), input_format=meta.input_format, pixel_mean=meta.pixel_mean,

@@ -2,11 +2,13 @@
 """The degradation experiment (paper Figs. 1 and 6): plain vs residual nets of two or more depths, same budget.
 
     tools/degradation.py                      # the four nets on the cached embedded composites, 400 iterations
-    tools/degradation.py --models cifar_plain20 cifar_plain56 --dataset cifar10 --data-root DIR --iterations 64000
+    tools/degradation.py --models cifar_plain20 cifar_plain56 --dataset cifar10 --data-root DIR --iterations 64000 \
+        --no-preact                           # the paper's Fig. 6 recipe: its 2015 (post-activation) units
 
 The default is the main job's degradation recipe (detection/main_job/plan.py: `make demo-full` runs it with two
 seeds and compares the depths with the report's statistic) on the same cached composites and batch path as the
-pretraining: one seed here, about 10-15 minutes on 2 cores.
+pretraining, with pre-activation units for every net (the 2015 units leave ResNet-56 at chance at this budget:
+RESULTS.md): one seed here, about 10-15 minutes on 2 cores.
 
 Writes OUT/degradation.png (training error dashed, test error solid), OUT/degradation.md (table) and each run's
 directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the same models.

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Paper Fig. 7: std of each 3x3 layer's response (before ReLU / addition) for trained checkpoints.
+"""Paper Fig. 7: std of each 3x3 layer's response (after BN, before ReLU / addition) for trained checkpoints.
+
+Pre-activation nets: the 3x3 convs that a BN of their unit follows (classification/analysis/layer_response.py).
 
     tools/layer_response.py output/degradation/cifar_plain20/model_final.pth \\
         output/degradation/cifar_resnet20/model_final.pth --dataset fashion-mnist --output responses.png

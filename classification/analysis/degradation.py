@@ -7,7 +7,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from backbones import create_model, list_models
+import torch
+
+from backbones import create_model
 from backbones.checkpoint_io import atomic_write_text
 
 from ..engine.trainer import ClsConfig, train
@@ -17,9 +19,9 @@ __all__ = ["run_degradation", "plot_curves", "summary_table"]
 
 def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> dict[str, dict]:
     """Train each model with `base` (same data, iterations, lr, seed); returns {model: history}."""
-    for name in models:  # every name checked before the data is built and the first model trains for minutes
-        if name not in list_models():
-            create_model(name)  # raises the registry's "unknown model ...; similar: ..."
+    for name in models:  # every name and option checked before the data is built and the first net trains for
+        with torch.device("meta"):  # minutes: the registry's "unknown model ...; similar: ...", an option a
+            create_model(name, **base.model_options)  # family lacks (VGG has no pre-activation units)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = {}

@@ -1,8 +1,12 @@
-"""Fig. 7: standard deviation of each 3x3 layer's response (before ReLU / addition) over a dataset.
+"""Fig. 7: standard deviation of each 3x3 layer's response (after BN, before ReLU / addition) over a dataset.
 
-The paper's units (post-activation) follow each 3x3 conv with BN: the response is the BN output. Pre-activation
-units (He et al. 2016: BN-ReLU-conv) feed a 3x3 conv's output straight into the next unit's BN or the addition: the
-response is the conv output. Either way it is the 3x3 layer's contribution before any ReLU or addition.
+The paper's (post-activation) units follow every 3x3 conv with its own BN: every 3x3 layer has a response, and a
+unit's last one is the residual function F(x) itself. A pre-activation unit (He et al. 2016, BN-ReLU-conv) has a BN
+right after a 3x3 conv only inside the unit -- after a basic unit's first conv (`norm2`), after a bottleneck's 3x3
+conv (`norm3`); its last conv feeds the addition (in a plain net, the next unit's BN) with no BN of its own. So for
+pre-activation nets the responses are those BN outputs: the paper's definition, on the layers where it applies,
+the same layers in plain and residual nets. A unit's last conv is left out: the scale of its raw output is set by
+the weights' growth, which the next BN undoes, and is not comparable across nets.
 """
 
 from __future__ import annotations
@@ -11,28 +15,36 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from backbones.blocks import Conv2dNorm
+from backbones.blocks import Conv2dNorm, PreActBasicBlock, PreActBottleneckBlock
 
 __all__ = ["layer_response_std", "plot_layer_responses"]
 
 
-def _three_by_three_layers(model: nn.Module) -> list[tuple[str, Conv2dNorm]]:
-    """3x3 layers in depth order, excluding the stem (the paper plots the layers inside the stages)."""
-    return [(n, m) for n, m in model.named_modules()
-            if isinstance(m, Conv2dNorm) and m.kernel_size == (3, 3) and not n.startswith("stem")]
+def _response_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name of a 3x3 layer, the module whose output is its response) in depth order, excluding the stem (the
+    paper plots the layers inside the stages)."""
+    out = []
+    for name, m in model.named_modules():
+        if name.startswith("stem"):
+            continue
+        if isinstance(m, PreActBasicBlock):
+            out.append((f"{name}.conv1", m.norm2))  # conv1's output, normalised before the unit's second ReLU
+        elif isinstance(m, PreActBottleneckBlock):
+            out.append((f"{name}.conv2", m.norm3))  # the 3x3 conv's output, normalised before the third ReLU
+        elif isinstance(m, Conv2dNorm) and m.kernel_size == (3, 3) and m.norm is not None:
+            out.append((name, m))  # Conv2dNorm's output is its BN's
+    return out
 
 
 @torch.no_grad()
 def layer_response_std(model: nn.Module, dataset: Dataset, *, batch_size: int = 128,
                        max_images: int | None = None) -> list[tuple[str, float]]:
-    """[(layer name, std of its response over all images, channels and positions)] in depth order.
-
-    Conv2dNorm's output is its BN's output when it has one (post-activation units), else the conv's (pre-activation
-    units): in both, before any ReLU or addition (those happen in the block) -- the response the paper measures.
-    """
-    layers = _three_by_three_layers(model)
+    """[(3x3 layer name, std of its response over all images, channels and positions)] in depth order: the BN
+    output after the conv, before any ReLU or addition (those happen in the block), as the module docstring says
+    for each kind of unit."""
+    layers = _response_layers(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no 3x3 conv layers outside its stem")
+        raise ValueError(f"{type(model).__name__} has no 3x3 conv followed by BN outside its stem")
     stats = {name: torch.zeros(3, dtype=torch.float64) for name, _ in layers}  # sum, sum of squares, count
 
     def hook(name):
@@ -77,7 +89,7 @@ def plot_layer_responses(results: dict[str, list[tuple[str, float]]], path: str)
         stds = [s for _, s in res]
         a.plot(range(1, len(stds) + 1), stds, label=label)
         b.plot(range(1, len(stds) + 1), sorted(stds, reverse=True), label=label)
-    a.set(xlabel="layer index (original)", ylabel="std", title="Responses of 3x3 layers (before ReLU / addition)")
+    a.set(xlabel="layer index (original)", ylabel="std", title="Responses of 3x3 layers (after BN, before ReLU/add)")
     b.set(xlabel="layer index (sorted by magnitude)", ylabel="std")
     a.legend(fontsize=8)
     fig.tight_layout()

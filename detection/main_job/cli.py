@@ -50,10 +50,11 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
     rates = {}
     for kind, model, init in sorted(keys):
         if kind == "pretrain":
-            leg = build_pretrain_step(model, width=plan.width, image_size=plan.pretrain_image_size,
-                                      batch=plan.pretrain_batch)
+            leg = build_pretrain_step(model, options=plan.pretrain_options(model),
+                                      image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
-            leg = build_pretrain_step(model, width=1.0, image_size=plan.pretrain_image_size, batch=128)
+            leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
+                                      batch=128)
         else:
             leg = build_detection_leg(model, pretrained=init == "pretrained", width=plan.width,
                                       overrides=["DATALOADER.NUM_WORKERS", "0"])
@@ -303,7 +304,8 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     plot_layer_responses(responses, str(report / "layer_responses.png"))
     return [("Degradation (paper Figs. 1, 6, 7)", degradation_lines(results),  # its notes are the report's notes
              [("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
-              ("layer_responses.png", "std of each 3x3 layer's response (its output before any addition or ReLU) "
+              ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU; in "
+                                      "pre-activation units the 3x3 convs a BN of their unit follows) "
                                       "on 500 val items")])]
 
 

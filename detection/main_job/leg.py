@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from backbones import create_model, model_info
+from backbones import create_model
 
 from .plan import leg_config_files
 
@@ -102,10 +102,11 @@ class PretrainStep:
         return loss.detach().item()
 
 
-def build_pretrain_step(model: str, *, width: float, image_size: int, batch: int, seed: int = 0) -> PretrainStep:
+def build_pretrain_step(model: str, *, options: dict, image_size: int, batch: int, seed: int = 0) -> PretrainStep:
+    """One training step of a train_cls stage's net, built with the stage's model options (MainJobPlan.
+    pretrain_options / degradation_options)."""
     torch.manual_seed(seed)
-    opts = {"zero_init_residual": True} if model_info(model).zero_init_residual else {}
-    net = create_model(model, num_classes=10, width=width, **opts).to(memory_format=torch.channels_last)
+    net = create_model(model, num_classes=10, **options).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9)
     x = torch.randn(batch, 3, image_size, image_size).contiguous(memory_format=torch.channels_last)
     return PretrainStep(net, opt, x, torch.randint(0, 10, (batch,)))

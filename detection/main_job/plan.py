@@ -75,7 +75,8 @@ class MainJobPlan:
     degradation: tuple[str, ...] = ()
     degradation_iterations: int = 400  # of 128 images at lr 0.1, x0.1 at 50% and 75% (both drops inside the budget);
     #   on held-out items (RESULTS.md, one seed) plain-20 / plain-56 / ResNet-20 / ResNet-56 reach 31.8 / 79.0 / 46.0
-    #   / 43.2% training error with pre-activation units; the paper's warm-up (lr 0.01 to 80%) made every net worse
+    #   / 43.2% training error with pre-activation units; with the 2015 units the paper's warm-up (lr 0.01 to 80%)
+    #   made every net worse
     degradation_seeds: tuple[int, ...] = (0, 1)
     degradation_preact: bool = True  # pre-activation units (He et al. 2016) for all four nets: with the paper's
     #   post-activation ones ResNet-56's un-normalised pooled features blow up the classifier at lr 0.1 within 10
@@ -96,10 +97,19 @@ class MainJobPlan:
     def pretrain_iterations(self) -> int:
         return max(1, math.ceil(self.pretrain_epochs * self.pretrain_items() / self.pretrain_batch))
 
-    def pretrain_args(self, model: str, seed: int, out: Path, iterations: int) -> list[str]:
-        options = [f"width={self.width}"]
+    def pretrain_options(self, model: str) -> dict:
+        """The model options of a pretraining net (what its stage builds; the time estimate builds the same)."""
+        options = {"width": self.width}
         if model_info(model).zero_init_residual:  # Goyal et al.: each block starts as the identity; without it
-            options.append("zero_init_residual=True")  # ResNet-101 at this width stays at chance
+            options["zero_init_residual"] = True  # ResNet-101 at this width stays at chance
+        return options
+
+    def degradation_options(self) -> dict:
+        """The model options of every degradation net: full width, the units of degradation_preact."""
+        return {"preact": True} if self.degradation_preact else {}
+
+    def pretrain_args(self, model: str, seed: int, out: Path, iterations: int) -> list[str]:
+        options = [f"{k}={v}" for k, v in self.pretrain_options(model).items()]
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
         return [str(project_files().tool("train_cls.py")), "--model", model,
@@ -119,8 +129,8 @@ class MainJobPlan:
         n = self.degradation_iterations
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
-        units = ["--model-option", "preact=True"] if self.degradation_preact else []
-        return [str(project_files().tool("train_cls.py")), "--model", model, *units, "--dataset", "embedded",
+        options = [a for k, v in self.degradation_options().items() for a in ("--model-option", f"{k}={v}")]
+        return [str(project_files().tool("train_cls.py")), "--model", model, *options, "--dataset", "embedded",
                 "--image-size", str(self.pretrain_image_size), "--iterations", str(n), "--batch-size", "128",
                 "--lr", "0.1", "--eval-period", str(max(1, n // 8)),
                 "--checkpoint-period", str(max(1, n // 2)),

@@ -326,6 +326,14 @@ def test_load_model_rebuilds_the_net_a_checkpoint_holds_with_its_units_and_width
     assert other.fc.out_features == 3 and torch.equal(other.res2[0].conv1.weight, net.res2[0].conv1.weight)
     with pytest.raises(IncompatibleWeightsError, match="preact"):  # the units are part of what must match
         load_pretrained(create_model("cifar_plain20", width=0.5, num_classes=10), tmp_path / "n.pth")
+    gn = create_model("cifar_resnet20", norm="GN", num_classes=10)  # GN's tensors are not BN's: the norm comes back
+    save_pretrained(gn, tmp_path / "gn.pth")
+    assert load_model(tmp_path / "gn.pth")[1]["norm"] == "GN"
+    sd = torch.load(tmp_path / "n.pth", weights_only=True)
+    del sd["model"]["res3.0.conv2.weight"]
+    torch.save(sd, tmp_path / "cut.pth")
+    with pytest.raises(IncompatibleWeightsError, match="res3.0.conv2.weight"):  # strict: a missing tensor is named
+        load_model(tmp_path / "cut.pth")
 
 
 # ---- tools/convert_weights.py ------------------------------------------------------------------------------

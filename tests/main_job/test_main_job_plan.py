@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import REPO, run_tool
+from detection.main_job.cli import build_parser, plan_from_args
 from detection.main_job.plan import (
     PRESETS,
     MainJobPlan,
@@ -42,8 +43,9 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     degradation = [s for s in full if s.kind == "degradation"]
     assert len(degradation) == 4 * 2  # one recipe, pre-activation units for plain and residual nets alike
     assert all(s.argv[s.argv.index("--model-option") + 1] == "preact=True" for s in degradation)
-    post = plan_stages(replace(MainJobPlan(), **PRESETS["full"], degradation_preact=False), tmp_path)
-    assert not any("--model-option" in s.argv for s in post if s.kind == "degradation")
+    args = build_parser().parse_args(["--preset", "full", "--no-degradation-preact"])
+    post = plan_stages(plan_from_args(args), tmp_path)
+    assert not any("--model-option" in s.argv for s in post if s.kind == "degradation")  # the paper's 2015 units
     sel = plan_stages(MainJobPlan(selection=True), tmp_path)
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
 

@@ -23,11 +23,10 @@ __all__ = ["bench_main_job_pretrain"]
 def _train_loop_seconds(model: str, cached: bool, batch: int, iterations: int) -> float:
     """Seconds of the classification trainer's loop (steps, one 64-image evaluation, one checkpoint) at the main
     job's width and image size, in a fresh directory."""
-    from backbones import model_info
     from classification.engine.trainer import ClsConfig, train
 
     plan = MainJobPlan()
-    opts = {"width": plan.width, **({"zero_init_residual": True} if model_info(model).zero_init_residual else {})}
+    opts = plan.pretrain_options(model)
     out = tempfile.mkdtemp(prefix="bench_cls_")
     try:
         cfg = ClsConfig(model=model, model_options=opts, dataset="embedded", image_size=plan.pretrain_image_size,
@@ -44,7 +43,8 @@ def _vgg_head_steps(batch: int = 128):
     pool5 meets fc6 as its weight summed over the 49 positions) and with torchvision's path (pool5 adaptively pooled
     to 49 copies, fc6 over all of them: `forward_head(fold_1x1_pool5=False)`, the reference of the tests)."""
     plan = MainJobPlan()
-    leg = build_pretrain_step("vgg16_bn", width=plan.width, image_size=plan.pretrain_image_size, batch=batch)
+    leg = build_pretrain_step("vgg16_bn", options=plan.pretrain_options("vgg16_bn"),
+                              image_size=plan.pretrain_image_size, batch=batch)
     model = leg.model
 
     def copies_step():
