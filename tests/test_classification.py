@@ -255,6 +255,7 @@ def test_layer_response_and_degradation_tools(tmp_path):
     assert Path(tmp_path / "deg" / "degradation.png").stat().st_size > 1000
     assert Path(tmp_path / "deg" / "layer_responses.png").is_file()
     assert "| cifar_plain20 |" in proc.stdout and "mean std of 3x3 responses" in proc.stdout
+    assert "| final training error % | final val error % |" in proc.stdout  # scored on the embedded val split
     from backbones.convert import load_model
 
     assert load_model(tmp_path / "deg" / "cifar_plain20" / "model_final.pth")[1] == {"preact": True}  # the default

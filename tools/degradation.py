@@ -10,8 +10,9 @@ seeds and compares the depths with the report's statistic) on the same cached co
 pretraining, with pre-activation units for every net (the 2015 units leave ResNet-56 at chance at this budget:
 RESULTS.md): one seed here, about 10-15 minutes on 2 cores.
 
-Writes OUT/degradation.png (training error dashed, test error solid), OUT/degradation.md (table) and each run's
-directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the same models.
+Writes OUT/degradation.png (training error dashed, val / held-out / test error solid), OUT/degradation.md (table)
+and each run's directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the
+same models.
 """
 
 import argparse
@@ -71,10 +72,11 @@ def _run(args) -> int:
                      seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error,
                      model_options={"preact": True} if args.preact else {})
     histories = run_degradation(args.models, base, out)
-    plot_curves(histories, out / "degradation.png",
+    split = "held-out" if args.holdout else "val" if args.dataset == "embedded" else "test"
+    plot_curves(histories, out / "degradation.png", eval_split=split,
                 title=f"{args.dataset}, {args.iterations} iterations, batch {args.batch_size}, lr {args.lr}"
                       f"{', pre-activation units' if args.preact else ''}")
-    table = summary_table(histories)
+    table = summary_table(histories, eval_split=split)
     atomic_write_text(out / "degradation.md", table + "\n")
     print(table)
     print(f"plot: {out / 'degradation.png'}")

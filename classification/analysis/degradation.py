@@ -1,5 +1,5 @@
 """Figs. 1 and 6: plain and residual nets of several depths trained under the same budget; training error
-(dashed) and test error (solid) against iterations, in one PNG, plus a table."""
+(dashed) and test (or val) error (solid) against iterations, in one PNG, plus a table."""
 
 from __future__ import annotations
 
@@ -32,25 +32,29 @@ def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> 
     return {k: v["history"] for k, v in results.items()}
 
 
-def plot_curves(histories: dict[str, dict], path: str | Path, title: str = "") -> None:
+def plot_curves(histories: dict[str, dict], path: str | Path, title: str = "", *, eval_split: str = "test") -> None:
+    """eval_split: what the solid curves were scored on, for the legend ("test" in the paper's CIFAR-10 figures;
+    "val" or "held-out" on the embedded set)."""
     from .figures import pyplot
 
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5))
     for i, (name, h) in enumerate(histories.items()):
         colour = f"C{i}"
         ax.plot(h["iteration"], h["train_error"], "--", color=colour, label=f"{name} train")
-        ax.plot(h["iteration"], h["test_error"], "-", color=colour, label=f"{name} test")
-    ax.set(xlabel="iteration", ylabel="error (%)", title=title or "Training (dashed) and test (solid) error")
-    ax.legend(fontsize=8, ncol=2)
+        ax.plot(h["iteration"], h["test_error"], "-", color=colour, label=f"{name} {eval_split}")
+    ax.set(xlabel="iteration", ylabel="error (%)", title=title or f"Training (dashed) and {eval_split} (solid) error")
+    # below the axes: inside, the legend covered the early curves
+    ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def summary_table(histories: dict[str, dict]) -> str:
-    lines = ["| model | final training error % | final test error % | best test error % |", "|---|---|---|---|"]
+def summary_table(histories: dict[str, dict], *, eval_split: str = "test") -> str:
+    lines = [f"| model | final training error % | final {eval_split} error % | best {eval_split} error % |",
+             "|---|---|---|---|"]
     for name, h in histories.items():
         if not h["test_error"]:
             lines.append(f"| {name} | — | — | — |")

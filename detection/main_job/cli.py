@@ -23,6 +23,7 @@ from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
+from ..report import ReportSection
 from .graph import STOP_REQUESTED, Estimator, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
@@ -30,7 +31,8 @@ from .plan import DEFAULT_PRESET, PRESETS, MainJobPlan, PlanError, Stage, paper_
 from .project import project_files
 from .results import (
     chance_ap,
-    degradation_lines,
+    degradation_comparison_lines,
+    degradation_table,
     generated_notes,
     job_results,
     summary_lines,
@@ -279,7 +281,7 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     return 0
 
 
-def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report: Path) -> list:
+def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report: Path) -> list[ReportSection]:
     """The degradation experiment's report section: Figs. 1/6 (training and val error against iterations, first
     seed of each net) and Fig. 7 (the std of each 3x3 layer's response on the val items), the summary's lines."""
     if not results.degradation:
@@ -292,7 +294,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
 
     report.mkdir(parents=True, exist_ok=True)
     first = {d.model: next(iter(d.histories.items())) for d in results.degradation if d.histories}
-    plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png",
+    plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png", eval_split="val",
                 title=f"embedded composites, {plan.degradation_iterations} iterations of 128, lr 0.1"
                       f"{', pre-activation units' if plan.degradation_preact else ''}")
     val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
@@ -302,11 +304,16 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
         net = load_model(next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)[2]
         responses[model] = layer_response_std(net, val, max_images=500)
     plot_layer_responses(responses, str(report / "layer_responses.png"))
-    return [("Degradation (paper Figs. 1, 6, 7)", degradation_lines(results),  # its notes are the report's notes
-             [("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
-              ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU; in "
-                                      "pre-activation units the 3x3 convs a BN of their unit follows) "
-                                      "on 500 val items")])]
+    seeds = len(plan.degradation_seeds)
+    return [ReportSection(  # what it shows is in the report's notes (degradation_notes)
+        "Degradation (paper Figs. 1, 6, 7)", table=degradation_table(results),
+        lines=(f"Final errors after {plan.degradation_iterations} iterations, mean ± sd over {seeds} seed(s): "
+               "training error is the running error of the last 50 batches, augmentation on (the paper's curves); "
+               "val error on the val split.", *degradation_comparison_lines(results)),
+        figures=(("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
+                 ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU; "
+                                         "in pre-activation units the 3x3 convs a BN of their unit follows) "
+                                         "on 500 val items")))]
 
 
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:

@@ -17,7 +17,8 @@ from ..report.runs import load_run
 from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "summary_lines", "generated_notes",
-           "degradation_lines", "degradation_notes", "chance_ap", "DETECT_METRICS", "COMPARED_METRICS"]
+           "degradation_lines", "degradation_table", "degradation_comparison_lines", "degradation_notes", "chance_ap",
+           "DETECT_METRICS", "COMPARED_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 COMPARED_METRICS = ("AP50", "AP")  # the backbone comparisons and the gains over scratch
@@ -190,10 +191,26 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
 
 
 def degradation_lines(results: JobResults) -> list[str]:
-    """Each net's final errors and the deeper-vs-shallower comparisons, one line each."""
+    """Each net's final errors and the deeper-vs-shallower comparisons, one line each (the summary)."""
     lines = [f"{d.model:<16} training error {_pm(d.train_error, unit='%'):<22} val error {_pm(d.val_error, unit='%')}"
              for d in results.degradation]
-    return lines + [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons]
+    return lines + degradation_comparison_lines(results)
+
+
+def degradation_comparison_lines(results: JobResults) -> list[str]:
+    return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons]
+
+
+def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
+    """Each net's final errors over its seeds as the report's table (head, rows): mean ± sd, the paper's Table 6
+    columns plus the training error its Fig. 6 plots."""
+    def mean_sd(stat: Spread | None) -> str:
+        return "—" if stat is None else f"{stat.mean:.1f}" + ("" if stat.sd is None else f" ± {stat.sd:.1f}")
+
+    head = ["net", "units", "depth", "seeds", "training error %", "val error %"]
+    return head, [[d.model, "residual" if d.residual else "plain", str(d.depth),
+                   str(d.train_error.runs if d.train_error else 0), mean_sd(d.train_error), mean_sd(d.val_error)]
+                  for d in results.degradation]
 
 
 def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
@@ -260,7 +277,7 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     for c in results.degradation_comparisons:
         kind = "plain" if not model_info(c.a).residual else "residual"
         if c.call is None:
-            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b} training error {c.describe()}: no difference "
+            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: no difference "
                          f"established after {plan.degradation_iterations} iterations.")
         elif c.call == c.b:
             notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error "

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -24,7 +24,42 @@ from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
 from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, is_run_directory, load_run
 
-__all__ = ["write_report", "run_gmacs"]
+__all__ = ["write_report", "run_gmacs", "ReportSection"]
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A section a caller adds after the main figure (the main job's degradation experiment): lines of text, an
+    optional table (head, rows of strings), figures as (PNG file in the report's directory, caption)."""
+
+    title: str
+    lines: tuple[str, ...] = ()
+    table: tuple[list[str], list[list[str]]] | None = None
+    figures: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """A group's metric in the results table: the mean with its 95% interval over units, or ± sd, or alone. Text in
+    Markdown, CSV and JSON ("69.5 [67.9, 71.1]"); in HTML the interval goes under the mean, smaller, so the
+    table of 16 columns fits a 1280-px window."""
+
+    mean: float | None
+    interval: tuple[float, float] | None = None
+    sd: float | None = None
+
+    def __str__(self) -> str:
+        return _fmt(self.mean) + self._spread()
+
+    def _spread(self) -> str:
+        if self.interval is not None:
+            return f" [{_fmt(self.interval[0])}, {_fmt(self.interval[1])}]"
+        return "" if self.sd is None else f" ± {_fmt(self.sd)}"
+
+    def html(self) -> str:
+        spread = self._spread().strip()
+        return html.escape(_fmt(self.mean)) + (f'<br/><span class="spread">{html.escape(spread)}</span>'
+                                               if spread else "")
 
 
 def run_gmacs(config: dict) -> float | None:
@@ -184,14 +219,12 @@ def _differences(groups: list[RunGroup]) -> tuple[list[str], list[list]] | str |
     return ["config key", *[g.name for g in configured]], [[k, *[str(v) for v in vals]] for k, vals in diff.items()]
 
 
-def _with_interval(g: RunGroup, key: str) -> str:
-    """A group's mean with its 95% interval over its units ("69.5 [67.9, 71.1]"), or ± sd / the value alone."""
+def _with_interval(g: RunGroup, key: str) -> _Estimate | str:
+    """A group's mean with its 95% interval over its units, or ± sd / the value alone; "—" without the metric."""
     m = g.metrics.get(key)
     if m is None:
         return "—"
-    if m.interval is not None:
-        return f"{_fmt(m.mean)} [{_fmt(m.interval[0])}, {_fmt(m.interval[1])}]"
-    return _fmt(m.mean) if m.sd is None else f"{_fmt(m.mean)} ± {_fmt(m.sd)}"
+    return _Estimate(m.mean, None if m.interval is None else tuple(m.interval), m.sd)
 
 
 def _mean_of(values: list) -> float | None:
@@ -264,10 +297,13 @@ def _csv_cell(c):
     return c
 
 
-def _html_table(head, rows) -> str:
+def _html_table(head, rows, *, wrap: bool = False) -> str:
+    """wrap: the cells are text that may wrap (config values, paths), not numbers that must not."""
     th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+    trs = "".join("<tr>" + "".join(f"<td>{c.html() if isinstance(c, _Estimate) else html.escape(str(c))}</td>"
+                                   for c in r) + "</tr>" for r in rows)
+    attrs = ' class="text"' if wrap else ""
+    return f"<table{attrs}><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
 def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
@@ -359,14 +395,14 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
                  groups: list[str] | None = None,
-                 sections: list[tuple[str, list[str], list[tuple[str, str]]]] = ()) -> dict[str, Path]:
+                 sections: list[ReportSection] = ()) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
         finished one); notes: lines printed under the title before the generated ones; chance: {dataset: COCO
         stats of random boxes} (a row in that dataset's table); groups: a group label per run directory (default:
-        runs whose configs differ only in SEED form a group); sections: (title, lines, [(figure file in out_dir,
-        caption)]) placed after the results table (the main job's degradation experiment).
+        runs whose configs differ only in SEED form a group); sections: placed after the results table and
+        the main figure (the main job's degradation experiment).
     """
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
@@ -399,8 +435,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             label = "Results" + ("" if len(kinds) == 1 else f" ({kind.upper()})")
             sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
             sections_html.append(f"<h2>{label}</h2>{_html_table(head, rows)}<p>{html.escape(text)}</p>")
-            zoo_json[kind] = {"columns": head, "rows": rows}
-            csv_rows += [["table", *head]] + [[f"{kind}_zoo", *row] for row in rows]
+            zoo_json[kind] = {"columns": head, "rows": [[str(c) for c in r] for r in rows]}
+            csv_rows += [["table", *head]] + [[f"{kind}_zoo", *map(str, row)] for row in rows]
     panel, panel_notes = _panel(groups, out)  # the main figure, right below the results
     if panel:
         sections_md.append("## Detections on val images\n\n" + "".join(f"{_md(n)}\n\n" for n in panel_notes)
@@ -409,12 +445,15 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
             f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
             for f, cap in panel))
-    for title, lines, figures in sections:
-        sections_md.append(f"## {_md(title)}\n\n" + "".join(f"{_md(n)}\n\n" for n in lines)
-                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in figures))
-        sections_html.append(f"<h2>{html.escape(title)}</h2>" + "".join(f"<p>{html.escape(n)}</p>" for n in lines)
+    for section in sections:
+        table_md = f"{_markdown_table(*section.table)}\n\n" if section.table else ""
+        sections_md.append(f"## {_md(section.title)}\n\n{table_md}" + "".join(f"{_md(n)}\n\n" for n in section.lines)
+                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in section.figures))
+        sections_html.append(f"<h2>{html.escape(section.title)}</h2>"
+                             + (_html_table(*section.table) if section.table else "")
+                             + "".join(f"<p>{html.escape(n)}</p>" for n in section.lines)
                              + "".join(f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>'
-                                       f"{html.escape(cap)}</figcaption></figure>" for f, cap in figures))
+                                       f"{html.escape(cap)}</figcaption></figure>" for f, cap in section.figures))
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
@@ -441,7 +480,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     differences = _differences(groups)
     if isinstance(differences, tuple):
         sections_md.append("## What differs between the configurations\n\n" + _markdown_table(*differences) + "\n")
-        sections_html.append("<h2>What differs between the configurations</h2>" + _html_table(*differences))
+        sections_html.append("<h2>What differs between the configurations</h2>" + _html_table(*differences, wrap=True))
     elif differences:
         sections_md.append(f"## What differs between the configurations\n\n{differences}\n")
         sections_html.append(f"<h2>What differs between the configurations</h2><p>{differences}</p>")
@@ -484,7 +523,9 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:1em 1.5em}}"
         # numbers never wrap ("18.2 ± 0.1" on one line), headers may: the main table fits a 1280-px window
         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #999;padding:2px 5px;"
-        "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}"
+        "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}.spread{font-size:11px;color:#555}"
+        # config values and paths wrap anywhere: the table of what differs fits the window too
+        "table.text td{white-space:normal;overflow-wrap:anywhere;text-align:left}"
         "img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")

@@ -1,6 +1,7 @@
 """tools/report.py on fabricated runs with known numbers."""
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -10,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import run_tool
-from detection.report import load_run, write_report
+from detection.report import ReportSection, load_run, write_report
 from detection.report.comparison import t_quantile
 from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config
 
@@ -97,24 +98,35 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
-def test_main_table_fits_a_1280_px_window(tmp_path):
-    """The main job's table (pretrained and scratch groups over seeds, the scratch-gain columns) at 1280 px: its
-    width, measured by the browser's layout, is within the viewport, and "mean ± sd" cells do not wrap."""
+def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
+    """The main job's report at 1280 px, as `make demo-full` writes it: 2 pretraining runs x 2 detection seeds (wide
+    t intervals, "41.2 [-15.1, 97.5]"), from-scratch controls, long weights paths in "what differs", a section
+    with its own table. Every table's right edge, measured by the browser's layout, is within the viewport; a
+    results cell is at most two lines (the mean, the interval under it); the title stays the report's."""
     runs, labels = [], []
+    weights = tmp_path / "a_long_output_directory_name" / "main_job" / "pretrain"
     for model, base in (("vgg16_bn", COCO_VGG), ("resnet101", COCO_R101)):
         for init in ("pretrained", "scratch"):
-            for seed in ((0, 1, 2, 3) if init == "pretrained" else (0,)):
-                metrics = {k: v * (1 if init == "pretrained" else 0.1) + 0.37 * seed for k, v in base.items()}
+            for seed in ((0, 1, 2, 3) if init == "pretrained" else (0, 1)):
+                metrics = {k: v * (1 if init == "pretrained" else 0.1) + 0.37 * seed + 6.0 * (seed // 2)
+                           for k, v in base.items()}
                 runs.append(make_run(tmp_path, f"{model}_{init}_{seed}", model, coco=metrics, seed=seed, width=0.25,
-                                     dataset="embedded_train_holdout", train=["embedded_train_fit"],
-                                     weights=f"/x/{model}.pth" if init == "pretrained" else ""))
+                                     dataset="embedded_val", train=["embedded_train"],
+                                     weights=str(weights / f"{model}_p{seed // 2}" / "model_final.pth")
+                                     if init == "pretrained" else ""))
                 labels.append(f"{model}_{init}")
-    paths = write_report(runs, tmp_path / "report", groups=labels, chance={"embedded_train_holdout": {
-        "AP": 0.04, "AP50": 0.26}})
+    section = ReportSection("Degradation", lines=("cifar_plain56 vs cifar_plain20: Δtraining error +27.51",),
+                            table=(["net", "units", "depth", "seeds", "training error %", "val error %"],
+                                   [["cifar_plain56", "plain", "56", "2", "89.9 ± 0.0", "90.4 ± 0.1"]]))
+    paths = write_report(runs, tmp_path / "report", groups=labels, title="The main job", sections=[section],
+                         chance={"embedded_val": {"AP": 0.04, "AP50": 0.26}})
     page = paths["html"].read_text().replace("</body>", (
-        "<script>var t=document.querySelector('table').getBoundingClientRect();var c=document.querySelector('td');"
-        "document.title='W'+Math.ceil(t.right)+'V'+window.innerWidth+'H'+Math.round(c.getBoundingClientRect().height)"
-        "</script></body>"))
+        "<script>var r=[];document.querySelectorAll('table').forEach(function(t){"
+        "r.push(Math.ceil(t.getBoundingClientRect().right))});"
+        "var h=[];document.querySelector('table').querySelectorAll('td').forEach(function(c){"
+        "h.push(Math.round(c.getBoundingClientRect().height))});"
+        "document.title=JSON.stringify({right:r,view:window.innerWidth,cells:h,"
+        "h1:document.querySelector('h1').textContent})</script></body>"))
     probe = paths["html"].with_name("probe.html")
     probe.write_text(page)
     proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -122,10 +134,41 @@ def test_main_table_fits_a_1280_px_window(tmp_path):
                            "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900",
                            "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    title = proc.stdout.split("<title>")[1].split("</title>")[0]
-    right, view, cell = (int(v) for v in title[1:].replace("V", " ").replace("H", " ").split())
-    assert view == 1280 and right <= view, f"table right edge {right} px in a {view} px window"
-    assert cell < 30  # one line of text per cell
+    found = json.loads(html.unescape(proc.stdout.split("<title>")[1].split("</title>")[0]))
+    assert found["view"] == 1280 and found["h1"] == "The main job"
+    assert len(found["right"]) == 6  # results, the section's, COCO metrics | comparisons, what differs, runs
+    assert max(found["right"]) <= found["view"], f"table right edges {found['right']} px in a 1280 px window"
+    assert max(found["cells"]) < 40, found["cells"]  # at most two lines of text per cell
+
+
+def test_a_section_keeps_the_reports_title_and_shows_its_table_and_figures(tmp_path):
+    runs = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG), make_run(tmp_path, "r101", "resnet101",
+                                                                        coco=COCO_R101)]
+    (tmp_path / "report").mkdir()
+    shutil.copy(tmp_path / "vgg" / "config.yaml", tmp_path / "report" / "curves.png")  # any file: only its name
+    section = ReportSection("Degradation (paper Figs. 1, 6, 7)", lines=("plain-56 vs plain-20",),
+                            table=(["net", "val error %"], [["cifar_plain56", "90.4 ± 0.1"]]),
+                            figures=(("curves.png", "training and val error"),))
+    paths = write_report(runs, tmp_path / "report", title="Main job & <friends>", sections=[section])
+    md = paths["markdown"].read_text()
+    assert md.startswith("# Main job &amp; &lt;friends&gt;\n")  # the title, not the section's
+    assert ("## Degradation (paper Figs. 1, 6, 7)\n\n| net | val error % |\n|---|---|\n"
+            "| cifar_plain56 | 90.4 ± 0.1 |") in md
+    assert "![training and val error](curves.png)" in md
+    root = ET.fromstring(paths["html"].read_text().split("\n", 1)[1])
+    ns = {"h": "http://www.w3.org/1999/xhtml"}
+    assert [h.text for h in root.iter("{http://www.w3.org/1999/xhtml}h1")] == ["Main job & <friends>"]
+    assert root.find(".//h:title", ns).text == "Main job & <friends>"
+    assert "cifar_plain56" in [td.text for td in root.iter("{http://www.w3.org/1999/xhtml}td")]
+
+
+def test_results_cells_are_text_in_json_and_csv_and_two_lines_in_html(tmp_path):
+    runs = [make_run(tmp_path, f"vgg_{s}", "vgg16", coco={**COCO_VGG, "AP": 20.0 + s}, seed=s) for s in (0, 1)]
+    paths = write_report(runs, tmp_path / "report")
+    rows = json.loads(paths["json"].read_text())["results"]["coco"]["rows"]
+    assert "20.5 [14.1, 26.9]" in rows[0]  # mean [95% t interval over the 2 runs]: 20.5 ± 12.71 * 0.5
+    assert "20.5 [14.1, 26.9]" in paths["csv"].read_text() and "| 20.5 [14.1, 26.9] |" in paths["markdown"].read_text()
+    assert '20.5<br/><span class="spread">[14.1, 26.9]</span>' in paths["html"].read_text()
 
 
 def _table(paths, kind="coco"):

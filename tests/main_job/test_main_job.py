@@ -63,6 +63,9 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
         ("cifar_plain56", "cifar_plain20", "training error"), ("cifar_resnet56", "cifar_resnet20", "training error")]
     assert all(c["interval"] is not None and not c["higher_is_better"] for c in results["degradation_comparisons"])
     assert "## Degradation (paper Figs. 1, 6, 7)" in md and "cifar_plain56 vs cifar_plain20: Δtraining error" in md
+    assert md.startswith("# Pretrain, transfer, compare: ")  # the job's title, not its last section's
+    assert "| net | units | depth | seeds | training error % | val error % |" in md
+    assert "| cifar_resnet56 | residual | 56 | 2 |" in md
     for png in ("degradation.png", "layer_responses.png"):
         assert (report / png).stat().st_size > 1000
     assert "Degradation (plain vs residual CIFAR nets, 2 iterations" in summary

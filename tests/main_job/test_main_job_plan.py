@@ -41,7 +41,7 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     assert sorted(s.out.name for s in full if s.init == "scratch") == [  # two seeds: the gain gets an interval
         "resnet101_scratch_d0", "resnet101_scratch_d1", "vgg16_bn_scratch_d0", "vgg16_bn_scratch_d1"]
     degradation = [s for s in full if s.kind == "degradation"]
-    assert len(degradation) == 4 * 2  # one recipe, pre-activation units for plain and residual nets alike
+    assert len(degradation) == 4 * 4  # 4 seeds each; one recipe, pre-activation units for plain and residual nets
     assert all(s.argv[s.argv.index("--model-option") + 1] == "preact=True" for s in degradation)
     args = build_parser().parse_args(["--preset", "full", "--no-degradation-preact"])
     post = plan_stages(plan_from_args(args), tmp_path)
