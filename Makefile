@@ -29,7 +29,7 @@ test-d2main: setup
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
 
 # The main job's presets (detection/main_job/plan.py PRESETS). demo: one seed per leg, about 20 minutes on 2 cores;
-# demo-full: the converged comparison, 2 pretraining x 2 detection seeds, with the degradation experiment (~2.5 h);
+# demo-full: the converged comparison, 2 pretraining x 2 detection seeds, with the degradation experiment (~2.3 h);
 # demo-quick: the smoke path, the whole pipeline in a few minutes, not converged.
 demo: setup
 	$(PY) tools/main_job.py --preset demo

@@ -280,13 +280,13 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
             notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: no difference "
                          f"established after {plan.degradation_iterations} iterations.")
         elif c.call == c.b:
-            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error "
-                         f"({c.describe()})" + (" -- the paper's degradation problem." if kind == "plain" else
-                                               " -- unlike the paper, where the deeper residual net trains better."))
+            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error"
+                         + (", the paper's degradation problem" if kind == "plain" else
+                            ", unlike the paper, where the deeper residual net trains better") + f": {c.describe()}.")
         else:
-            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error "
-                         f"({c.describe()})" + (" -- as the paper's residual nets." if kind == "residual" else
-                                               " -- no degradation at this budget."))
+            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error"
+                         + (", as the paper's residual nets" if kind == "residual" else
+                            ", no degradation at this budget") + f": {c.describe()}.")
     return notes
 
 

@@ -526,6 +526,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}.spread{font-size:11px;color:#555}"
         # config values and paths wrap anywhere: the table of what differs fits the window too
         "table.text td{white-space:normal;overflow-wrap:anywhere;text-align:left}"
+        "table.text td:first-child{white-space:nowrap}"
         "img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1>{''.join(f'<p>{html.escape(n)}</p>' for n in notes)}"
         f"{''.join(sections_html)}</body></html>\n")

@@ -57,3 +57,29 @@ def test_summary_gives_each_comparison_its_interval_and_says_when_one_seed_allow
     one = summary_lines(_results([80.0]), plan, {"AP50": 0.3, "AP": 0.1}, MANIFEST)
     assert any("no call: resnet101_pretrained has one pretraining run" in ln for ln in one)
     assert any("no backbone call from one pretraining seed" in ln for ln in one)
+
+
+def test_degradation_notes_say_what_the_depth_comparisons_show_whichever_way_they_fall():
+    from detection.main_job.results import degradation_notes
+
+    def deeper_vs_shallower(deep, shallow, deep_errors, shallow_errors):
+        return compare("training error", deep, {f"s{i}": [v] for i, v in enumerate(deep_errors)}, RUN, shallow,
+                       {f"s{i}": [v] for i, v in enumerate(shallow_errors)}, RUN, higher_is_better=False)
+
+    plan = MainJobPlan()
+    paper = JobResults(degradation_comparisons=[
+        deeper_vs_shallower("cifar_plain56", "cifar_plain20", [89.0, 90.0, 89.5], [50.0, 55.0, 60.0]),
+        deeper_vs_shallower("cifar_resnet56", "cifar_resnet20", [30.0, 31.0, 32.0], [40.0, 41.0, 42.0])])
+    plain, residual = degradation_notes(paper, plan)
+    assert plain.startswith("Degradation, plain nets: the deeper cifar_plain56 ends with the higher training error, "
+                            "the paper's degradation problem: Δtraining error +34.50, 95% CI [")
+    assert residual.startswith("Degradation, residual nets: the deeper cifar_resnet56 ends with the lower training "
+                               "error, as the paper's residual nets: Δtraining error -10.00")
+    assert "))" not in plain + residual
+    other_way = JobResults(degradation_comparisons=[
+        deeper_vs_shallower("cifar_plain56", "cifar_plain20", [30.0, 31.0, 32.0], [40.0, 41.0, 42.0]),
+        deeper_vs_shallower("cifar_resnet56", "cifar_resnet20", [41.0, 45.0, 37.0], [40.0, 48.0, 36.0])])
+    plain, residual = degradation_notes(other_way, plan)
+    assert "ends with the lower training error, no degradation at this budget: Δtraining error -10.00" in plain
+    assert "cifar_resnet56 vs cifar_resnet20, Δtraining error -0.33" in residual
+    assert residual.endswith(f"no difference established after {plan.degradation_iterations} iterations.")
