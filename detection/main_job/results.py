@@ -148,11 +148,12 @@ def _degradation(out: JobResults, stages: list[Stage]) -> None:
                 out.degradation_comparisons.append(c)
 
 
-def _pm(stat: Spread | None, nd: int = 1, unit: str = "") -> str:
+def _pm(stat: Spread | None, nd: int = 1, unit: str = "", *, sd: bool = True, runs: bool = True) -> str:
+    """A spread as the summary and the report write it: "56.4 ± 9.0% (n=4)"; sd / runs False leave those out."""
     if stat is None:
         return "—"
-    sd = f" ± {stat.sd:.{nd}f}" if stat.sd is not None else ""
-    return f"{stat.mean:.{nd}f}{sd}{unit} (n={stat.runs})"
+    spread = f" ± {stat.sd:.{nd}f}" if sd and stat.sd is not None else ""
+    return f"{stat.mean:.{nd}f}{spread}{unit}" + (f" (n={stat.runs})" if runs else "")
 
 
 def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest: dict) -> list[str]:
@@ -168,7 +169,7 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
     for g in results.groups:
         s = g.metrics
         lines.append(f"  {g.name:<22} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
-                     f"APs/APm/APl {'/'.join(_pm(s.get(k)).split(' ')[0] for k in ('APs', 'APm', 'APl'))}")
+                     f"APs/APm/APl {'/'.join(_pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
         ap50 = s.get("AP50")
         if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
             b, w = ap50.sd_between, ap50.sd_within
@@ -204,12 +205,10 @@ def degradation_comparison_lines(results: JobResults) -> list[str]:
 def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
     """Each net's final errors over its seeds as the report's table (head, rows): mean ± sd, the paper's Table 6
     columns plus the training error its Fig. 6 plots."""
-    def mean_sd(stat: Spread | None) -> str:
-        return "—" if stat is None else f"{stat.mean:.1f}" + ("" if stat.sd is None else f" ± {stat.sd:.1f}")
-
     head = ["net", "units", "depth", "seeds", "training error %", "val error %"]
     return head, [[d.model, "residual" if d.residual else "plain", str(d.depth),
-                   str(d.train_error.runs if d.train_error else 0), mean_sd(d.train_error), mean_sd(d.val_error)]
+                   str(d.train_error.runs if d.train_error else 0), _pm(d.train_error, runs=False),
+                   _pm(d.val_error, runs=False)]
                   for d in results.degradation]
 
 

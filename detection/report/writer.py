@@ -504,7 +504,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             "</figure>" for f, cap in pre_plots))
     status_rows = [[r.name, r.status, r.path] for r in runs]
     sections_md.append("## Runs\n\n" + _markdown_table(["run", "status", "directory"], status_rows) + "\n")
-    sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows))
+    sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows, wrap=True))
     plots = detection_plots(groups, out)
     sections_md.append("## Plots\n\n" + "\n\n".join(f"![{_md(cap)}]({f})" for f, cap in plots) + "\n")
     sections_html.append("<h2>Plots</h2>" + "".join(
