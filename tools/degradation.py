@@ -23,7 +23,7 @@ from pathlib import Path
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
 from backbones.checkpoint_io import atomic_write_text
-from classification.analysis.degradation import plot_curves, run_degradation, summary_table
+from classification.analysis.degradation import RECIPE, plot_curves, run_degradation, summary_table
 from classification.engine.cli import user_errors
 from classification.engine.run_files import FINAL_CHECKPOINT
 from classification.engine.trainer import ClsConfig, build_datasets
@@ -31,16 +31,15 @@ from classification.engine.trainer import ClsConfig, build_datasets
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=["cifar_plain20", "cifar_plain56", "cifar_resnet20",
-                                                    "cifar_resnet56"])
+    ap.add_argument("--models", nargs="+", default=list(RECIPE.models))
     ap.add_argument("--dataset", default="embedded", choices=["embedded", "fashion-mnist", "cifar10"],
                     help="embedded (default): Fashion-MNIST items composited at 32 px, rendered once and augmented "
                          "in whole batches (the fast path); fashion-mnist / cifar10: per-image loading")
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--iterations", type=int, default=400)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=0.1, help="the paper's CIFAR lr (batch 128)")
-    ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=True,
+    ap.add_argument("--iterations", type=int, default=RECIPE.iterations)
+    ap.add_argument("--batch-size", type=int, default=RECIPE.batch)
+    ap.add_argument("--lr", type=float, default=RECIPE.lr, help="the paper's CIFAR lr (batch 128)")
+    ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=RECIPE.preact,
                     help="pre-activation units for every net (default, the main job's recipe; --no-preact: the "
                          "paper's 2015 units, with which ResNet-56 stays at chance at 400 iterations -- RESULTS.md)")
     ap.add_argument("--warmup-until-error", type=float, default=None,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -14,7 +14,24 @@ from backbones.checkpoint_io import atomic_write_text
 
 from ..engine.trainer import ClsConfig, train
 
-__all__ = ["run_degradation", "plot_curves", "summary_table"]
+__all__ = ["DegradationRecipe", "RECIPE", "run_degradation", "plot_curves", "summary_table"]
+
+
+@dataclass(frozen=True)
+class DegradationRecipe:
+    """The one recipe of the degradation experiment, read by the main job (detection/main_job/plan.py) and by
+    tools/degradation.py's defaults: the paper's CIFAR schedule (lr 0.1 at batch 128, x0.1 at 50% and 75% -- the
+    classification trainer's default milestones), a budget chosen on held-out items (RESULTS.md), the same units for
+    plain and residual nets, so only the depth and the shortcuts differ."""
+
+    models: tuple[str, ...] = ("cifar_plain20", "cifar_plain56", "cifar_resnet20", "cifar_resnet56")
+    iterations: int = 400  # past both lr drops; under one epoch of the 60,000 composites
+    batch: int = 128
+    lr: float = 0.1
+    preact: bool = True  # pre-activation units (He et al. 2016): with the 2015 ones ResNet-56 stays at chance here
+
+
+RECIPE = DegradationRecipe()
 
 
 def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> dict[str, dict]:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
+from classification.analysis.degradation import RECIPE
 from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
@@ -56,7 +57,7 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
                                       image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
             leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
-                                      batch=128)
+                                      batch=RECIPE.batch)
         else:
             leg = build_detection_leg(model, pretrained=init == "pretrained", width=plan.width,
                                       overrides=["DATALOADER.NUM_WORKERS", "0"])
@@ -295,7 +296,8 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     report.mkdir(parents=True, exist_ok=True)
     first = {d.model: next(iter(d.histories.items())) for d in results.degradation if d.histories}
     plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png", eval_split="val",
-                title=f"embedded composites, {plan.degradation_iterations} iterations of 128, lr 0.1"
+                title=f"embedded composites, {plan.degradation_iterations} iterations of {RECIPE.batch}, "
+                      f"lr {RECIPE.lr:g}"
                       f"{', pre-activation units' if plan.degradation_preact else ''}")
     val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
                                    val_samples=plan.pretrain_val_images, workers=0, output_dir=str(report)))[1]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backbones import list_models, model_info
+from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import FINAL_CHECKPOINT
 
 from .project import project_files
@@ -33,6 +34,11 @@ MAIN_JOB_FAMILIES = ("vgg", "resnet", "plain")  # the ImageNet-style nets; CIFAR
 
 class PlanError(ValueError):
     """A plan that cannot run: the message names the option."""
+
+
+def _model_option_args(options: dict) -> list[str]:
+    """A stage's model options as train_cls.py's arguments: --model-option KEY=VALUE each."""
+    return [a for k, v in options.items() for a in ("--model-option", f"{k}={v}")]
 
 
 def paper_config(model: str) -> Path:
@@ -73,15 +79,16 @@ class MainJobPlan:
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
     # one budget, on the same cached composites as the pretraining; () leaves it out.
     degradation: tuple[str, ...] = ()
-    degradation_iterations: int = 400  # of 128 images at lr 0.1, x0.1 at 50% and 75% (both drops inside the budget);
+    degradation_iterations: int = RECIPE.iterations  # of 128 images at lr 0.1, x0.1 at 50% and 75% (classification.
+    #   analysis.degradation.RECIPE, shared with tools/degradation.py);
     #   on 5,000 held-out items (RESULTS.md, one seed) plain-20 / plain-56 / ResNet-20 / ResNet-56 reach 35.7 / 82.5
     #   / 41.0 / 42.6% training error with pre-activation units; with the 2015 units the paper's warm-up (lr 0.01 to
     #   80%) made every net worse
     degradation_seeds: tuple[int, ...] = (0, 1, 2, 3)  # seeds are the units of its comparisons: with 2 per net
     #   (Welch's t on 1-2 degrees of freedom) plain-56 at chance vs plain-20 at 62 +- 9% made no call (RESULTS.md)
-    degradation_preact: bool = True  # pre-activation units (He et al. 2016) for all four nets: with the paper's
-    #   post-activation ones ResNet-56's un-normalised pooled features blow up the classifier at lr 0.1 within 10
-    #   iterations and it stays at chance (RESULTS.md); plain and residual nets keep the same units either way
+    degradation_preact: bool = RECIPE.preact  # pre-activation units (He et al. 2016) for all four nets: with the
+    #   paper's post-activation ones ResNet-56's un-normalised pooled features blow up the classifier at lr 0.1
+    #   within 10 iterations and it stays at chance (RESULTS.md); plain and residual nets keep the same units
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -110,11 +117,10 @@ class MainJobPlan:
         return {"preact": True} if self.degradation_preact else {}
 
     def pretrain_args(self, model: str, seed: int, out: Path, iterations: int) -> list[str]:
-        options = [f"{k}={v}" for k, v in self.pretrain_options(model).items()]
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
         return [str(project_files().tool("train_cls.py")), "--model", model,
-                *[a for o in options for a in ("--model-option", o)],
+                *_model_option_args(self.pretrain_options(model)),
                 "--dataset", "embedded", "--image-size", str(self.pretrain_image_size),
                 "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
@@ -130,10 +136,10 @@ class MainJobPlan:
         n = self.degradation_iterations
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
-        options = [a for k, v in self.degradation_options().items() for a in ("--model-option", f"{k}={v}")]
-        return [str(project_files().tool("train_cls.py")), "--model", model, *options, "--dataset", "embedded",
-                "--image-size", str(self.pretrain_image_size), "--iterations", str(n), "--batch-size", "128",
-                "--lr", "0.1", "--eval-period", str(max(1, n // 8)),
+        return [str(project_files().tool("train_cls.py")), "--model", model,
+                *_model_option_args(self.degradation_options()), "--dataset", "embedded",
+                "--image-size", str(self.pretrain_image_size), "--iterations", str(n),
+                "--batch-size", str(RECIPE.batch), "--lr", str(RECIPE.lr), "--eval-period", str(max(1, n // 8)),
                 "--checkpoint-period", str(max(1, n // 2)),
                 "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
 
@@ -156,8 +162,7 @@ class MainJobPlan:
 # held-out error; 1600 detection iterations: AP50 85.5 / 92.7), about 20 minutes on 2 cores -- no backbone call
 # from one seed; quick: the smoke path, the pipeline in a few minutes, not converged.
 PRESETS = {
-    "full": {"scratch_seeds": (0, 1), "degradation": ("cifar_plain20", "cifar_plain56", "cifar_resnet20",
-                                                       "cifar_resnet56")},
+    "full": {"scratch_seeds": (0, 1), "degradation": RECIPE.models},
     "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600},
     "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
 }

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from backbones import model_info
+from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import read_classification_run
 
 from ..report.comparison import Comparison, Spread, compare, spread
@@ -184,8 +185,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
                      "`tools/main_job.py --pretrain-seeds 0 1 2` gives each comparison its interval)")
     lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
     if results.degradation:
-        lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of 128 at "
-                     f"{plan.pretrain_image_size} px, the same recipe"
+        lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of "
+                     f"{RECIPE.batch} at {plan.pretrain_image_size} px, the same recipe"
                      f"{', pre-activation units' if plan.degradation_preact else ''}; final errors over seeds):")
         lines += [f"  {ln}" for ln in degradation_lines(results)]
     return lines

@@ -29,12 +29,13 @@ __all__ = ["write_report", "run_gmacs", "ReportSection"]
 
 @dataclass(frozen=True)
 class ReportSection:
-    """A section a caller adds after the main figure (the main job's degradation experiment): lines of text, an
-    optional table (head, rows of strings), figures as (PNG file in the report's directory, caption)."""
+    """A report section: its title, an optional table (head, rows of cells), lines of text, figures as (PNG file in
+    the report's directory, caption). The panel, pretraining and plots sections are these; a caller's (the main
+    job's degradation experiment) go after the main figure."""
 
     title: str
     lines: tuple[str, ...] = ()
-    table: tuple[list[str], list[list[str]]] | None = None
+    table: tuple[list[str], list[list]] | None = None
     figures: tuple[tuple[str, str], ...] = ()
 
 
@@ -306,6 +307,18 @@ def _html_table(head, rows, *, wrap: bool = False) -> str:
     return f"<table{attrs}><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
+def _add_section(sections_md: list[str], sections_html: list[str], section: ReportSection) -> None:
+    """A section in both renderings: its title, table, lines of text, then its figures with their captions."""
+    table_md = f"{_markdown_table(*section.table)}\n\n" if section.table else ""
+    sections_md.append(f"## {_md(section.title)}\n\n{table_md}" + "".join(f"{_md(n)}\n\n" for n in section.lines)
+                       + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in section.figures))
+    sections_html.append(f"<h2>{html.escape(section.title)}</h2>"
+                         + (_html_table(*section.table) if section.table else "")
+                         + "".join(f"<p>{html.escape(n)}</p>" for n in section.lines)
+                         + "".join(f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>'
+                                   f"{html.escape(cap)}</figcaption></figure>" for f, cap in section.figures))
+
+
 def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
     if baseline:
         found = [g for g in group if g.name == baseline or any(r.name == baseline for r in g.runs)]
@@ -439,21 +452,10 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             csv_rows += [["table", *head]] + [[f"{kind}_zoo", *map(str, row)] for row in rows]
     panel, panel_notes = _panel(groups, out)  # the main figure, right below the results
     if panel:
-        sections_md.append("## Detections on val images\n\n" + "".join(f"{_md(n)}\n\n" for n in panel_notes)
-                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in panel))
-        sections_html.append("<h2>Detections on val images</h2>" + "".join(
-            f"<p>{html.escape(n)}</p>" for n in panel_notes) + "".join(
-            f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
-            for f, cap in panel))
+        _add_section(sections_md, sections_html,
+                     ReportSection("Detections on val images", lines=tuple(panel_notes), figures=tuple(panel)))
     for section in sections:
-        table_md = f"{_markdown_table(*section.table)}\n\n" if section.table else ""
-        sections_md.append(f"## {_md(section.title)}\n\n{table_md}" + "".join(f"{_md(n)}\n\n" for n in section.lines)
-                           + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in section.figures))
-        sections_html.append(f"<h2>{html.escape(section.title)}</h2>"
-                             + (_html_table(*section.table) if section.table else "")
-                             + "".join(f"<p>{html.escape(n)}</p>" for n in section.lines)
-                             + "".join(f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>'
-                                       f"{html.escape(cap)}</figcaption></figure>" for f, cap in section.figures))
+        _add_section(sections_md, sections_html, section)
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
@@ -497,19 +499,13 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  f"{p.lr:g}" if p.lr else "—",
                  f"{p.images_seen:,}" if p.images_seen else "—", _fmt(p.top1_error), _fmt(p.top5_error),
                  p.val_images or "—", _fmt(p.seconds, 0)] for p in pretrain]
-        sections_md.append("## Pretraining\n\n" + _markdown_table(head, rows) + "\n\n" + "".join(
-            f"![{_md(cap)}]({f})\n\n" for f, cap in pre_plots))
-        sections_html.append("<h2>Pretraining</h2>" + _html_table(head, rows) + "".join(
-            f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption>'
-            "</figure>" for f, cap in pre_plots))
+        _add_section(sections_md, sections_html,
+                     ReportSection("Pretraining", table=(head, rows), figures=tuple(pre_plots)))
     status_rows = [[r.name, r.status, r.path] for r in runs]
     sections_md.append("## Runs\n\n" + _markdown_table(["run", "status", "directory"], status_rows) + "\n")
     sections_html.append("<h2>Runs</h2>" + _html_table(["run", "status", "directory"], status_rows, wrap=True))
     plots = detection_plots(groups, out)
-    sections_md.append("## Plots\n\n" + "\n\n".join(f"![{_md(cap)}]({f})" for f, cap in plots) + "\n")
-    sections_html.append("<h2>Plots</h2>" + "".join(
-        f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}</figcaption></figure>'
-        for f, cap in plots))
+    _add_section(sections_md, sections_html, ReportSection("Plots", figures=tuple(plots)))
     plots = panel + plots
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
