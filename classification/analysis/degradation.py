@@ -29,6 +29,7 @@ class DegradationRecipe:
     batch: int = 128
     lr: float = 0.1
     preact: bool = True  # pre-activation units (He et al. 2016): with the 2015 ones ResNet-56 stays at chance here
+    equivalence_margin: float = 2.0  # points of training error within which two nets are "the same" (TOST)
 
 
 RECIPE = DegradationRecipe()

@@ -335,7 +335,8 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
                          notes=notes, chance={dataset: chance},
-                         sections=_degradation_section(results, plan, stages, out / "report"))
+                         sections=_degradation_section(results, plan, stages, out / "report"),
+                         comparisons=results.lookup)  # the table prints the job's family, adjusted as one
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON

@@ -6,7 +6,8 @@ machine-specific parts (where the repository and the output directory are) remov
 is named rather than passed off as noise -- and so is every stage that starts from one (a detection leg from a
 pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from
 each job's results.json (its per-unit values) with the one statistic every comparison uses
-(report.comparison.compare): a call only when the 95% interval over the pretraining runs excludes 0.
+(report.comparison): a call only when the interval over the pretraining runs, Holm-adjusted over the job's family
+(every comparison its results.json lists), excludes 0.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileError, read_classification_run, read_json
 
 from ..engine.code_version import describe_versions
-from ..report.comparison import compare
+from ..report.comparison import Comparison, adjust, compare, contrast
 from ..report.runs import load_run
 from .graph import StageRecord, read_stage_record
 
@@ -118,41 +119,59 @@ def _stages(job: Path) -> dict[str, Path]:
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-def _recomputed(res: dict, kind: str, metric: str, a: str, b: str):
-    """The comparison of a and b on `metric`, recomputed from a job's per-unit values (its detection groups, or for
-    a degradation comparison its nets' training errors, lower better); None if absent."""
+COMPARISON_KINDS = ("deltas", "gains", "degradation_comparisons", "interactions")  # results.json's lists
+
+
+def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
+    """The listed comparison d (the index-th of its kind), recomputed from a job's per-unit values: its detection
+    groups, or for a degradation comparison its nets' training errors (lower better), for an interaction the four
+    nets results.json names; None if absent."""
+    metric, a, b = d["metric"], d["a"], d["b"]
     try:
+        nets = {n.get("model"): n for n in res.get("degradation") or [] if isinstance(n, dict)}
         if kind == "degradation_comparisons":
-            nets = {d.get("model"): d for d in res.get("degradation") or [] if isinstance(d, dict)}
             return compare(metric, a, nets[a]["errors"]["train"], "run", b, nets[b]["errors"]["train"], "run",
                            higher_is_better=False)
+        if kind == "interactions":
+            p_deep, p_shallow, r_deep, r_shallow = (nets[m]["errors"]["train"] for m in res["interaction_terms"][index])
+            return contrast(metric, a, (p_deep, p_shallow), b, (r_deep, r_shallow), "run", higher_is_better=False)
         groups = {g.get("name"): g for g in res["groups"] if isinstance(g, dict)}
         ga, gb = groups[a], groups[b]
         return compare(metric, a, ga["values"][metric], ga["unit"], b, gb["values"][metric], gb["unit"])
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError):
         return None
 
 
+def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
+    """(kind, metric, A, B) -> each comparison a job's results.json lists, recomputed and adjusted as the job
+    adjusted them: one Holm family over all of them (comparison.adjust)."""
+    keyed = []
+    for kind in COMPARISON_KINDS:
+        for i, d in enumerate(res.get(kind) or []):
+            if isinstance(d, dict) and {"a", "b", "metric"} <= set(d):
+                if (c := _recomputed(res, kind, i, d)) is not None:
+                    keyed.append(((kind, d["metric"], d["a"], d["b"]), c))
+    adjusted = adjust([c for _, c in keyed], res.get("family") or f"the job's {len(keyed)} comparisons")
+    return {key: c for (key, _), c in zip(keyed, adjusted)}
+
+
 def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
-    """Every comparison job A made -- backbones, pretrained vs scratch, the degradation depths -- recomputed in
-    both jobs."""
+    """Every comparison job A made -- backbones, pretrained vs scratch, the degradation depths and their
+    interaction -- recomputed in both jobs, each within its own job's family."""
+    fam_a, fam_b = _family(res_a), _family(res_b)
     out = []
-    for kind in ("deltas", "gains", "degradation_comparisons"):
+    for kind in COMPARISON_KINDS:
         for d in res_a.get(kind) or []:
             if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
                 continue
-            out.append(_verdict(res_a, res_b, kind, d))
+            key = (kind, d["metric"], d["a"], d["b"])
+            row = {"a": d["a"], "b": d["b"], "metric": d["metric"], "kind": kind}
+            for side, fam in (("A", fam_a), ("B", fam_b)):
+                c = fam.get(key)
+                row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
+            row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
+            out.append(row)
     return out
-
-
-def _verdict(res_a: dict, res_b: dict, kind: str, d: dict) -> dict:
-    """One comparison in both jobs, and whether they make the same call."""
-    row = {"a": d["a"], "b": d["b"], "metric": d["metric"], "kind": kind}
-    for side, res in (("A", res_a), ("B", res_b)):
-        c = _recomputed(res, kind, d["metric"], d["a"], d["b"])
-        row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
-    row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
-    return row
 
 
 def compare_jobs(a, b) -> dict:

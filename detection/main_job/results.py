@@ -12,8 +12,8 @@ from backbones import model_info
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import read_classification_run
 
-from ..report.comparison import Comparison, Spread, compare, spread
-from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, group_runs
+from ..report.comparison import Comparison, Spread, adjust, compare, contrast, spread
+from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
 from .plan import MainJobPlan, Stage, group_label
 
@@ -60,14 +60,43 @@ class JobResults:
     deltas: list[Comparison] = field(default_factory=list)  # each backbone vs the first, pretrained
     degradation: list[DegradationResult] = field(default_factory=list)
     degradation_comparisons: list[Comparison] = field(default_factory=list)  # deeper vs shallower, training error
+    interactions: list[Comparison] = field(default_factory=list)  # depth x shortcut: plain's depth effect - residual's
+    interaction_terms: list[tuple[str, str, str, str]] = field(default_factory=list)  # its nets: plain deep, plain
+    #   shallow, residual deep, residual shallow (tools/compare_jobs.py recomputes the contrast from them)
+    differences: dict[str, dict[str, list]] = field(default_factory=dict)  # "A vs B" -> config key -> [A's, B's]
+    family: str = ""  # what the comparisons were adjusted over (comparison.adjust), "" before `adjust_family`
 
     def group(self, backbone: str, init: str) -> GroupResult | None:
         return next((g for g in self.groups if g.backbone == backbone and g.init == init), None)
 
+    def comparisons(self) -> list[Comparison]:
+        """Everything the job prints that makes a call: its one family."""
+        return [*self.gains, *self.deltas, *self.degradation_comparisons, *self.interactions]
+
+    def adjust_family(self) -> None:
+        """Holm over every comparison the job prints (summary, notes, the report's table), one family per job."""
+        kinds = ("gains", "deltas", "degradation_comparisons", "interactions")
+        sizes = [len(getattr(self, k)) for k in kinds]
+        self.family = f"the job's {sum(sizes)} comparisons"
+        adjusted = adjust(self.comparisons(), self.family)
+        for k, n in zip(kinds, sizes):
+            setattr(self, k, adjusted[:n])
+            adjusted = adjusted[n:]
+
+    def lookup(self, a: str, b: str, metric: str) -> Comparison | None:
+        """A vs B on `metric` from the job's family (either orientation), None when the job does not compare
+        them: the report's table prints only these."""
+        for c in self.comparisons():
+            if c.metric == metric and (c.a, c.b) == (a, b):
+                return c
+            if c.metric == metric and (c.b, c.a) == (a, b):
+                return c.reversed()
+        return None
+
     def to_json(self) -> dict:
         """Every field, and each comparison's call (a property asdict leaves out)."""
         out = asdict(self)
-        for key in ("gains", "deltas", "degradation_comparisons"):
+        for key in ("gains", "deltas", "degradation_comparisons", "interactions"):
             for c, d in zip(getattr(self, key), out[key]):
                 d["call"] = c.call
         return out
@@ -105,12 +134,14 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
         pre, scr = by_label.get(group_label(model, "pretrained")), by_label.get(group_label(model, "scratch"))
         if pre and scr:
             out.gains += [c for k in COMPARED_METRICS for c in [compare_groups(pre, scr, k)] if c is not None]
+            out.differences[f"{pre.name} vs {scr.name}"] = differing_keys([pre, scr])
     base = by_label.get(group_label(plan.backbones[0], "pretrained"))
     for model in plan.backbones[1:]:
         other = by_label.get(group_label(model, "pretrained"))
         if base and other:
             out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     _degradation(out, [s for s in stages if s.kind == "degradation"])
+    out.adjust_family()
     return out
 
 
@@ -147,6 +178,16 @@ def _degradation(out: JobResults, stages: list[Stage]) -> None:
                         shallow.errors["train"], RUN, higher_is_better=False)
             if c is not None:
                 out.degradation_comparisons.append(c)
+    kinds = {residual: sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
+                              key=lambda d: d.depth) for residual in (False, True)}
+    if all(len(nets) >= 2 for nets in kinds.values()):  # the paper's claim is the reversal: depth x shortcuts
+        (p_shallow, *_, p_deep), (r_shallow, *_, r_deep) = kinds[False], kinds[True]
+        c = contrast("training error", f"{p_deep.model} - {p_shallow.model}",
+                     (p_deep.errors["train"], p_shallow.errors["train"]), f"{r_deep.model} - {r_shallow.model}",
+                     (r_deep.errors["train"], r_shallow.errors["train"]), RUN, higher_is_better=False)
+        if c is not None:
+            out.interactions.append(c)
+            out.interaction_terms.append((p_deep.model, p_shallow.model, r_deep.model, r_shallow.model))
 
 
 def _pm(stat: Spread | None, nd: int = 1, unit: str = "", *, sd: bool = True, runs: bool = True) -> str:
@@ -200,7 +241,8 @@ def degradation_lines(results: JobResults) -> list[str]:
 
 
 def degradation_comparison_lines(results: JobResults) -> list[str]:
-    return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons]
+    return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons] + [
+        f"depth x shortcut interaction, ({c.a}) - ({c.b}): {c.describe()}" for c in results.interactions]
 
 
 def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
@@ -227,24 +269,26 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
              f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each net's "
              f"reference one ({lrs}), and residual nets start with the last BN of each block at zero.",
              "Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
-             "detection seeds nested under it; Welch's t on the unit means) and P(A > B), the chance that a run of "
-             "A beats a run of B; a call only when the interval excludes 0."]
+             "detection seeds nested under it; Welch's t on the unit means; n units and df beside it) and P(A > B), "
+             f"the chance that a unit of A beats a unit of B; one family per job ({results.family}, Holm's "
+             "step-down method): a call only when the family-adjusted interval excludes 0."]
     backbone = {g.name: g.backbone for g in results.groups}
     for c in results.gains:
         if c.metric != "AP50":
             continue
         name = backbone.get(c.a, c.a)
+        differs = what_differs(results.differences.get(f"{c.a} vs {c.b}", {}))
         if c.call == c.a:
             notes.append(f"Pretraining raises {name}'s AP50 by {c.delta:.1f} over the from-scratch control "
-                         f"({c.describe(1)}); the two differ only in the initialisation.")
+                         f"({c.describe(1)}); {differs}.")
         elif c.call == c.b:
             notes.append(f"The from-scratch control beats pretraining for {name} by {-c.delta:.1f} AP50 "
-                         f"({c.describe(1)}); the two differ only in the initialisation.")
-        elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the runs, nothing is called
-            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}.")
+                         f"({c.describe(1)}); {differs}.")
+        elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the units, nothing is called
+            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}; {differs}.")
         else:
             notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}: no effect of pretraining is "
-                         "established.")
+                         f"established; {differs}.")
     if any(c.interval is None for c in results.deltas):
         notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
                      "(the unit that varies a backbone is its pretraining run); `make demo-full` (2 pretraining x 2 "
@@ -277,8 +321,12 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     for c in results.degradation_comparisons:
         kind = "plain" if not model_info(c.a).residual else "residual"
         if c.call is None:
-            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: no difference "
-                         f"established after {plan.degradation_iterations} iterations.")
+            margin = RECIPE.equivalence_margin
+            same = (f"equivalent within ±{margin:g} points (TOST at the family-adjusted level)"
+                    if c.equivalent(margin) else f"neither a difference nor equivalence within ±{margin:g} points "
+                                                 "(TOST) is established")
+            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: {same} after "
+                         f"{plan.degradation_iterations} iterations.")
         elif c.call == c.b:
             notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error"
                          + (", the paper's degradation problem" if kind == "plain" else
@@ -287,6 +335,17 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
             notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error"
                          + (", as the paper's residual nets" if kind == "residual" else
                             ", no degradation at this budget") + f": {c.describe()}.")
+    for c in results.interactions:  # Fig. 6's claim is the reversal: depth hurts plain nets, helps residual ones
+        if c.call == c.b:
+            text = (f"depth raises the training error of plain nets by {c.delta:.1f} points more than that of "
+                    "residual nets, the paper's claim")
+        elif c.call == c.a:
+            text = f"depth raises the training error of residual nets by {-c.delta:.1f} points more than that of " \
+                   "plain nets, against the paper's claim (a measured refutation at this budget)"
+        else:
+            text = "no interaction of depth and shortcuts is established"
+        notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {c.describe()}: "
+                     f"{text}.")
     return notes
 
 

@@ -20,11 +20,20 @@ only the within-unit part; a backbone call needs more pretraining seeds, and `un
 
 A call ("A ahead" / "B ahead") is made only when the 95% interval excludes 0; a group with one unit has no
 spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
-interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
+interval of zero width would call any difference), so no interval and no call.
+
+**The family.** A job that prints several comparisons adjusts them together (`adjust`, Holm's step-down method over
+the family's two-sided Welch p values): the call is made when the Holm-adjusted p is below 0.05, and the adjusted
+interval is the interval at the level of the comparison's Holm step (alpha / (m - k + 1) for the k-th smallest p,
+frozen at the first step that fails), so it excludes 0 exactly when the call is made. A comparison with no interval
+counts in the family (it could have been called with more units) and is never called. Equivalence ("as well as",
+"the same") is said only from TOST: the (1 - 2 alpha) interval, at the comparison's adjusted alpha, inside
++-margin (`Comparison.equivalent(margin)`). `units_needed` is the number of
 units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
 80% power (the t quantiles of the 95% interval and of 80% power added) -- a size to plan a run by. Beside it,
-P(A > B): the probability that a run of A has the higher value than a run of B (ties count half) -- rliable's
-probability of improvement when higher is better, over all pairs of runs; a description, not a test.
+P(A > B): the probability that a unit of A (its mean over its nested runs) has the higher value than a unit of B
+(ties count half) -- rliable's probability of improvement when higher is better, over all pairs of units, since
+runs nested in one unit are not independent draws; a description, not a test.
 """
 
 from __future__ import annotations
@@ -32,13 +41,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["Spread", "Comparison", "spread", "compare", "t_quantile", "LEVEL", "POWER"]
+__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "t_quantile", "LEVEL",
+           "POWER", "HOLM"]
 
 LEVEL = 0.95
 POWER = 0.8  # of `units_needed`
 MAX_UNITS_NEEDED = 1000
+HOLM = "Holm step-down"
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,19 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class Adjustment:
+    """A comparison's place in the family of comparisons its job prints, adjusted together by Holm's method."""
+
+    method: str  # HOLM
+    family: str  # what the family is ("the main job's comparisons")
+    size: int  # m: comparisons in the family, those without an interval included
+    rank: int  # of its raw p among the family's (1 = smallest)
+    alpha: float  # its two-sided level: 0.05 / (m - k + 1) at its Holm step (frozen at the first step that fails)
+    interval: tuple[float, float] | None  # at 1 - alpha; excludes 0 exactly when Holm rejects
+    p: float | None  # Holm-adjusted p (None without an interval)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A minus B on one metric, with a 95% interval over the units, P(A > B) and the call it allows."""
 
@@ -67,52 +91,105 @@ class Comparison:
     delta: float  # mean of A's unit means minus B's
     interval: tuple[float, float] | None  # 95%, Welch's t over the unit means; None without a spread estimate
     df: float | None  # its degrees of freedom
-    p_a_better: float  # P(a run of A > a run of B), ties half
+    p_a_better: float  # P(a unit of A > a unit of B), ties half
     units: tuple[int, int]  # units in A and in B
     runs: tuple[int, int]
     units_needed: int | None  # per group, for 80% power at the observed Δ and spreads (None: > 1000 or not asked)
     why_no_interval: str | None = None
     higher_is_better: bool = True  # False for errors: the group "ahead" is the one with the lower value
+    se: float | None = None  # standard error of delta (None without an interval)
+    p_value: float | None = None  # two-sided, Welch's t, before any adjustment
+    adjustment: Adjustment | None = None  # set by `adjust` when the comparison is one of a printed family
+
+    @property
+    def decided_by(self) -> tuple[float, float] | None:
+        """The interval the call is made by: the family-adjusted one when there is a family, else the 95% one."""
+        return self.adjustment.interval if self.adjustment is not None else self.interval
 
     @property
     def call(self) -> str | None:
-        """The name of the group ahead (higher, or lower for an error) when the interval excludes 0, else None."""
-        if self.interval is None or self.interval[0] <= 0.0 <= self.interval[1]:
+        """The name of the group ahead (higher, or lower for an error) when the deciding interval excludes 0."""
+        ci = self.decided_by
+        if ci is None or ci[0] <= 0.0 <= ci[1]:
             return None
         return self.a if (self.delta > 0) == self.higher_is_better else self.b
 
+    def reversed(self) -> Comparison:
+        """B minus A: the same comparison read from the other side (a table row of B against A)."""
+        flip = None if self.interval is None else (-self.interval[1], -self.interval[0])
+        adj = self.adjustment
+        if adj is not None and adj.interval is not None:
+            adj = replace(adj, interval=(-adj.interval[1], -adj.interval[0]))
+        return replace(self, a=self.b, b=self.a, unit_a=self.unit_b, unit_b=self.unit_a,
+                       delta=0.0 - self.delta, interval=flip, p_a_better=1.0 - self.p_a_better,
+                       units=self.units[::-1], runs=self.runs[::-1], adjustment=adj)  # 0.0 - x: never -0.0
+
+    def equivalent(self, margin: float) -> bool | None:
+        """TOST: True when the (1 - 2 alpha) interval lies inside (-margin, +margin), alpha the comparison's
+        (family-adjusted) level; False when it does not; None without an interval. The only source of "as well
+        as" / "the same"."""
+        if self.se is None or self.df is None:
+            return None
+        alpha = self.adjustment.alpha if self.adjustment is not None else 1.0 - LEVEL
+        half = t_quantile(1.0 - alpha, self.df) * self.se
+        return -margin < self.delta - half and self.delta + half < margin
+
+    def _no_interval(self) -> str:
+        if min(self.units) < 2:
+            return f"one {self.unit_a if self.units[0] < 2 else self.unit_b}"
+        return "identical unit means"
+
+    def _adjusted_text(self, nd: int) -> str:
+        adj = self.adjustment
+        if adj is None or adj.interval is None:
+            return ""
+        lo, hi = adj.interval
+        return (f"; {adj.method} over {adj.size}: [{lo:+.{nd}f}, {hi:+.{nd}f}] at {100 * (1 - adj.alpha):.4g}%, "
+                f"p {self.p_value:.3g}, adjusted {adj.p:.3g}")
+
     def cell(self, nd: int = 2) -> str:
-        """A table cell: the interval, P(A > B) and the call (the table's Δ column holds delta)."""
+        """A table cell: the interval (and its family-adjusted one), P(A > B), n and df, and the call (the
+        table's Δ column holds delta)."""
         p = f"P(A>B) {self.p_a_better:.2f}"
+        n = f"n {self.units[0]} vs {self.units[1]}"
         if self.interval is None:
-            return f"{p}; no call: one {self.unit_a if self.units[0] < 2 else self.unit_b}"
+            return f"{p}, {n}; no call: {self._no_interval()}"
         lo, hi = self.interval
-        return f"[{lo:+.{nd}f}, {hi:+.{nd}f}], {p}; " + (f"{self.call} ahead" if self.call else "no call")
+        adj = self.adjustment
+        held = "" if adj is None or adj.interval is None else (
+            f", Holm/{adj.size} [{adj.interval[0]:+.{nd}f}, {adj.interval[1]:+.{nd}f}] p {adj.p:.2g}")
+        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}; "
+                + (f"{self.call} ahead" if self.call else "no call"))
 
     def describe(self, nd: int = 2) -> str:
-        """One line: Δ, the interval, P(A > B), the units and the call or why none is made."""
+        """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why
+        none is made."""
         head = f"Δ{self.metric} {self.delta:+.{nd}f}"
         if self.unit_a == self.unit_b:
-            counts = f"{self.units[0]} vs {self.units[1]} {self.unit_a}s"
+            counts = f"n = {self.units[0]} vs {self.units[1]} {self.unit_a}s"
         else:
-            counts = f"{_count(self.units[0], self.unit_a)} vs {_count(self.units[1], self.unit_b)}"
+            counts = f"n = {_count(self.units[0], self.unit_a)} vs {_count(self.units[1], self.unit_b)}"
         if self.runs != self.units:
             counts += f"; {self.runs[0]} vs {self.runs[1]} runs"
-        p = f"P(A > B) {self.p_a_better:.2f}"
+        p = f"P(A > B) {self.p_a_better:.2f} over units"
         if self.interval is None:
-            return f"{head}, {p} ({counts}) -- no call: {self.why_no_interval}"
+            fam = (f"; one of {self.adjustment.size} in the family ({self.adjustment.method}), never called"
+                   if self.adjustment is not None else "")
+            return f"{head}, {p} ({counts}{fam}) -- no call: {self.why_no_interval}"
         lo, hi = self.interval
-        ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]"
+        ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}"
+        counts += f", df {self.df:.1f}"
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
                 "" if self.higher_is_better else f" (lower {self.metric})")
+        which = "the family-adjusted interval includes 0" if self.adjustment is not None else "the interval includes 0"
         if self.units_needed:
             need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at "
                     "the observed spread (80% power)")
         else:
             need = "" if self.delta == 0.0 else f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would"
             need += " be needed to separate a difference this size" if need else ""
-        return f"{head}, {ci}, {p} ({counts}) -- no call: the interval includes 0{need}"
+        return f"{head}, {ci}, {p} ({counts}) -- no call: {which}{need}"
 
 
 def _count(n: int, unit: str) -> str:
@@ -144,13 +221,56 @@ def spread(values: Values, unit: str) -> Spread | None:
                   math.sqrt(statistics.fmean(within)) if within else None, interval)
 
 
-def _welch(var_a: float, n_a: int, var_b: float, n_b: int) -> tuple[float, float]:
-    """(standard error, Welch-Satterthwaite degrees of freedom) of a difference of two means."""
-    va, vb = var_a / n_a, var_b / n_b
-    se = math.sqrt(va + vb)
-    if va + vb == 0.0:
-        return 0.0, float(n_a + n_b - 2)
-    return se, (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+def _welch(terms: Sequence[tuple[float, float, int]]) -> tuple[float, float]:
+    """(standard error, Welch-Satterthwaite degrees of freedom) of a linear contrast sum(w * mean) of independent
+    group means, each term (weight, variance of the unit means, units)."""
+    parts = [(w * w * var / n, n) for w, var, n in terms]
+    total = sum(v for v, _ in parts)
+    if total == 0.0:
+        return 0.0, float(sum(n for _, n in parts) - len(parts))
+    return math.sqrt(total), total**2 / sum(v * v / (n - 1) for v, n in parts if v > 0.0)
+
+
+def _two_sided_p(delta: float, se: float, df: float) -> float:
+    return 2.0 * (1.0 - _t_cdf(abs(delta) / se, df))
+
+
+def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[tuple[float, list[float]]],
+            units: tuple[int, int], runs: tuple[int, int], p_better: float, higher_is_better: bool) -> Comparison:
+    """The comparison of the contrast sum(weight * mean of unit means) over `terms` (weight, unit means)."""
+    delta = sum(w * statistics.fmean(m) for w, m in terms)
+    args = (metric, a, b, unit_a, unit_b, delta)
+    if min(len(m) for _, m in terms) < 2:
+        one, unit = (a, unit_a) if units[0] < 2 else (b, unit_b)
+        return Comparison(*args, None, None, p_better, units, runs, None,
+                          f"{one} has one {unit}: its spread is unknown (run at least 2 {unit}s per group)",
+                          higher_is_better)
+    variances = [(w, statistics.variance(m), len(m)) for w, m in terms]
+    if all(var == 0.0 for _, var, _ in variances):
+        return Comparison(*args, None, None, p_better, units, runs, None,
+                          "the unit means are identical within each group: no spread to set an interval by",
+                          higher_is_better)
+    se, df = _welch(variances)
+    half = t_quantile(0.5 + LEVEL / 2, df) * se
+    needed = None
+    if abs(delta) <= half and delta != 0.0:
+        for k in range(2, MAX_UNITS_NEEDED + 1):
+            se_k, df_k = _welch([(w, var, k) for w, var, _ in variances])
+            if (t_quantile(0.5 + LEVEL / 2, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
+                needed = k
+                break
+    return Comparison(*args, (delta - half, delta + half), df, p_better, units, runs, needed, None,
+                      higher_is_better, se, _two_sided_p(delta, se, df))
+
+
+def _unit_means(values: Values) -> tuple[list[float], int]:
+    vals = _clean(values)
+    return [statistics.fmean(v) for v in vals.values()], sum(len(v) for v in vals.values())
+
+
+def _p_better(xs: Sequence[float], ys: Sequence[float]) -> float:
+    pairs = [(x > y) + 0.5 * (x == y) for x in xs for y in ys]
+    return sum(pairs) / len(pairs)
 
 
 def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b: Values, unit_b: str, *,
@@ -158,36 +278,52 @@ def compare(metric: str, a: str, values_a: Values, unit_a: str, b: str, values_b
     """A vs B on `metric`; values_* map each unit (a pretraining run, or a run) to its runs' values; unit_* name
     what a unit is; higher_is_better=False for an error (which side a call names). None when a side has no finite
     value."""
-    va, vb = _clean(values_a), _clean(values_b)
-    if not va or not vb:
+    (ma, ra), (mb, rb) = _unit_means(values_a), _unit_means(values_b)
+    if not ma or not mb:
         return None
-    ma, mb = [statistics.fmean(v) for v in va.values()], [statistics.fmean(v) for v in vb.values()]
-    delta = statistics.fmean(ma) - statistics.fmean(mb)
-    runs_a, runs_b = [x for v in va.values() for x in v], [x for v in vb.values() for x in v]
-    pairs = [(x > y) + 0.5 * (x == y) for x in runs_a for y in runs_b]
-    p = sum(pairs) / len(pairs)
-    units, runs = (len(ma), len(mb)), (len(runs_a), len(runs_b))
-    if min(units) < 2:
-        one, unit = (a, unit_a) if len(ma) < 2 else (b, unit_b)
-        return Comparison(metric, a, b, unit_a, unit_b, delta, None, None, p, units, runs, None,
-                          f"{one} has one {unit}: its spread is unknown (run at least 2 {unit}s per group)",
-                          higher_is_better)
-    var_a, var_b = statistics.variance(ma), statistics.variance(mb)
-    if var_a + var_b == 0.0:
-        return Comparison(metric, a, b, unit_a, unit_b, delta, None, None, p, units, runs, None,
-                          "the unit means are identical within each group: no spread to set an interval by",
-                          higher_is_better)
-    se, df = _welch(var_a, len(ma), var_b, len(mb))
-    half = t_quantile(0.5 + LEVEL / 2, df) * se
-    needed = None
-    if abs(delta) <= half and delta != 0.0:
-        for k in range(2, MAX_UNITS_NEEDED + 1):
-            se_k, df_k = _welch(var_a, k, var_b, k)
-            if (t_quantile(0.5 + LEVEL / 2, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
-                needed = k
-                break
-    return Comparison(metric, a, b, unit_a, unit_b, delta, (delta - half, delta + half), df, p, units, runs, needed,
-                      None, higher_is_better)
+    return _finish(metric, a, b, unit_a, unit_b, [(1.0, ma), (-1.0, mb)], (len(ma), len(mb)), (ra, rb),
+                   _p_better(ma, mb), higher_is_better)
+
+
+def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, values_b: tuple[Values, Values],
+             unit: str, *, higher_is_better: bool = True) -> Comparison | None:
+    """An interaction: (A1 - A2) minus (B1 - B2), e.g. the depth effect of plain nets minus that of residual nets
+    (the paper's Fig. 6 reversal). Four independent groups of units; Welch's t with Satterthwaite's df for the
+    contrast; P(A > B) over all combinations of one unit from each group. units: the smaller group of each side."""
+    means = [_unit_means(v) for v in (*values_a, *values_b)]
+    if any(not m for m, _ in means):
+        return None
+    (a1, r1), (a2, r2), (b1, r3), (b2, r4) = means
+    better = [(x1 - x2 > y1 - y2) + 0.5 * (x1 - x2 == y1 - y2)
+              for x1 in a1 for x2 in a2 for y1 in b1 for y2 in b2]
+    return _finish(metric, a, b, unit, unit, [(1.0, a1), (-1.0, a2), (-1.0, b1), (1.0, b2)],
+                   (min(len(a1), len(a2)), min(len(b1), len(b2))), (r1 + r2, r3 + r4), sum(better) / len(better),
+                   higher_is_better)
+
+
+def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0 - LEVEL) -> list[Comparison]:
+    """The family's comparisons, each with its Holm `Adjustment` (same order). Holm's step-down method: sort the
+    raw p ascending, reject the k-th while p_(k) <= alpha / (m - k + 1), stop at the first that fails; the
+    adjusted p is max_{j <= k} min(1, (m - j + 1) p_(j)). Comparisons without an interval count in m and rank
+    last (p taken as 1)."""
+    m = len(comparisons)
+    order = sorted(range(m), key=lambda i: (comparisons[i].p_value is None, comparisons[i].p_value or 1.0))
+    out: list[Comparison | None] = [None] * m
+    running, failed_at = 0.0, None
+    for k, i in enumerate(order, start=1):
+        c = comparisons[i]
+        p = 1.0 if c.p_value is None else c.p_value
+        running = max(running, min(1.0, (m - k + 1) * p))
+        if failed_at is None and p > alpha / (m - k + 1):
+            failed_at = k
+        step_alpha = alpha / (m - (k if failed_at is None else failed_at) + 1)
+        interval = None
+        if c.se is not None and c.df is not None:
+            half = t_quantile(1.0 - step_alpha / 2.0, c.df) * c.se
+            interval = (c.delta - half, c.delta + half)
+        adj = Adjustment(HOLM, family, m, k, step_alpha, interval, None if c.p_value is None else running)
+        out[i] = replace(c, adjustment=adj)
+    return out  # type: ignore[return-value]
 
 
 # ---- Student's t quantile (no scipy dependency for one function) ------------------------------------------------

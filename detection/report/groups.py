@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from .comparison import Comparison, Spread, compare, spread
 from .runs import RunResult
 
-__all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "PRETRAINING_RUN", "RUN"]
+__all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "what_differs",
+           "PRETRAINING_RUN", "RUN"]
 
 _IGNORED_KEYS = ("SEED", "OUTPUT_DIR")
 
@@ -190,3 +191,25 @@ def differing_keys(groups: list[RunGroup]) -> dict[str, list]:
     keys = sorted(set().union(*flats)) if flats else []
     return {k: [f.get(k, "—") for f in flats] for k in keys if len({json.dumps(f.get(k), default=str)
                                                                      for f in flats}) > 1}
+
+
+INITIALISATION_KEYS = frozenset({"MODEL.WEIGHTS"})  # what "differ only in the initialisation" may name
+
+
+def what_differs(differences: dict[str, list]) -> str:
+    """The sentence saying what two arms differ in, generated from their resolved configs' diff (differing_keys of
+    two groups): "differ only in the initialisation (MODEL.WEIGHTS)" when that is all the diff holds, else every
+    key with both values."""
+    if not differences:
+        return "their resolved configs are identical (seeds aside)"
+    if set(differences) <= INITIALISATION_KEYS:
+        return "the two differ only in the initialisation (MODEL.WEIGHTS)"
+    parts = [f"{k} {_short(va)} vs {_short(vb)}" for k, (va, vb, *_) in differences.items()]
+    return "the two differ in " + "; ".join(parts)
+
+
+def _short(value) -> str:
+    """A config value for a sentence: a weights path by its last two parts (the job's stage and file)."""
+    if isinstance(value, str) and "/" in value:
+        return "/".join(value.rstrip("/").split("/")[-3:])
+    return '""' if value == "" else str(value)

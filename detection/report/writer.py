@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +19,7 @@ from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.errors import UsageError
 
+from .comparison import Comparison, adjust
 from .groups import RunGroup, compare_groups, differing_keys, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
@@ -114,7 +116,36 @@ def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
     return None
 
 
-def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None):
+ComparisonSource = Callable[[str, str, str], Comparison | None]  # (group A, group B, metric) -> A vs B
+
+
+def _table_family(groups: list[RunGroup], baseline: RunGroup | None, controls: dict, main: str,
+                  source: ComparisonSource | None) -> dict[tuple[str, str], Comparison]:
+    """(A, B) -> the comparison a table cell prints: each group against the baseline and against its scratch
+    control. With `source` (the main job: its one family of comparisons, already adjusted) those are looked up
+    there and a pair outside it is not printed; without, the table's distinct pairs are one family, Holm-adjusted
+    (comparison.adjust)."""
+    pairs = [(g, baseline) for g in groups if baseline is not None and g is not baseline and g.n]
+    pairs += [(g, controls[id(g)]) for g in groups if controls[id(g)] is not None]
+    out: dict[tuple[str, str], Comparison] = {}
+    if source is not None:
+        for g, other in pairs:
+            if (c := source(g.name, other.name, main)) is not None:
+                out[(g.name, other.name)] = c
+        return out
+    unique: dict[frozenset, Comparison] = {}
+    for g, other in pairs:
+        key = frozenset((g.name, other.name))
+        if key not in unique and (c := compare_groups(g, other, main)) is not None:
+            unique[key] = c
+    adjusted = adjust(list(unique.values()), f"this table's {len(unique)} comparisons")
+    for c in adjusted:
+        out[(c.a, c.b)], out[(c.b, c.a)] = c, c.reversed()
+    return out
+
+
+def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None,
+           comparisons: ComparisonSource | None = None):
     cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
     main = "AP" if kind == "coco" else "AP50"
     papers = {id(g): paper_reference(kind, g.first) for g in groups}  # (numbers, None) or (None, why not)
@@ -127,10 +158,11 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
         head += [f"Δ{main} vs scratch", "AP50 / scratch AP50"]
     if with_paper:
         head += ["relative", "paper AP50 / AP"]
+    family = _table_family(groups, baseline, controls, main, comparisons)
     rows = []
     for g in groups:
         r = g.first
-        cmp = None if baseline is None or g is baseline else compare_groups(g, baseline, main)
+        cmp = None if baseline is None or g is baseline else family.get((g.name, baseline.name))
         delta, verdict = (None, "") if cmp is None else (cmp.delta, cmp.cell())
         row = [g.name, r.backbone, f"{r.width:g}", r.init, g.n or "—", r.dataset,
                r.iterations if r.iterations is not None else "—", _fmt(r.gmacs, 2),
@@ -141,7 +173,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
             if ctrl is None:
                 row += ["—", "—"]
             else:
-                c = compare_groups(g, ctrl, main)
+                c = family.get((g.name, ctrl.name))
                 ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
                 ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs else "—"
                 row += ["—" if c is None else f"{_fmt(c.delta, 2)} ({c.cell()})", ratio]
@@ -168,7 +200,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
         notes.append(f"No paper column: no run here is of {design} ({PAPER_REFERENCE[kind]['condition']}), so "
                      "their numbers are not comparable with Tables 7/8.")
     notes += [f"{g.name}: no paper number ({why})." for g in groups if (why := papers[id(g)][1])]
-    return head, rows, notes
+    return head, rows, notes, list(family.values())
 
 
 def _pretraining_line(info: PretrainInfo) -> str:
@@ -407,15 +439,17 @@ def _runs_below(paths) -> str:
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
-                 groups: list[str] | None = None,
-                 sections: list[ReportSection] = ()) -> dict[str, Path]:
+                 groups: list[str] | None = None, sections: list[ReportSection] = (),
+                 comparisons: ComparisonSource | None = None) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
         finished one); notes: lines printed under the title before the generated ones; chance: {dataset: COCO
         stats of random boxes} (a row in that dataset's table); groups: a group label per run directory (default:
         runs whose configs differ only in SEED form a group); sections: placed after the results table and
-        the main figure (the main job's degradation experiment).
+        the main figure (the main job's degradation experiment); comparisons: where the table's comparisons come
+        from when the caller owns the family (the main job's, Holm-adjusted over everything the job prints;
+        default: the table's own pairs as one family).
     """
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
@@ -459,25 +493,24 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
-        head, rows, table_notes = _table(group, kind, base, chance)
+        head, rows, table_notes, family = _table(group, kind, base, chance, comparisons)
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
         text = " ".join(table_notes) + (
             " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "
             "(Welch's t over each group's units: a pretrained group's pretraining runs, detection runs nested under "
-            "them; a from-scratch group's runs), P(A>B) = the chance that a run of A beats a run of B; a call only "
-            "when the interval excludes 0.")
+            "them; a from-scratch group's runs), n units each and the interval's df, P(A>B) = the chance that a "
+            "unit of A beats a unit of B; a call only when the family-adjusted interval excludes 0 (Holm over "
+            + ("the job's comparisons" if comparisons else "this table's distinct comparisons") + "; the level "
+            "beside it).")
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
-        comparisons = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
+        cells = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
         sections_html.append(f"<h2>{label}</h2>{_html_table(head[:split], [r[:split] for r in rows])}"
-                             f"<h3>Comparisons</h3>{comparisons}<p>{html.escape(text)}</p>")
-        main = "AP" if kind == "coco" else "AP50"
+                             f"<h3>Comparisons</h3>{cells}<p>{html.escape(text)}</p>")
         table_json[kind] = {
             "columns": head, "rows": rows, "baseline": base.name if base else None,
             # the table's comparisons as numbers, for programs (the rows above are formatted for reading)
-            "comparisons": [{**asdict(c), "call": c.call} for g in group for other in (base, _scratch_control(g, group))
-                            if other is not None and other is not g
-                            for c in [compare_groups(g, other, main)] if c is not None]}
+            "comparisons": [{**asdict(c), "call": c.call} for c in family]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     differences = _differences(groups)
     if isinstance(differences, tuple):

@@ -1,5 +1,6 @@
 """detection.report.comparison: the one statistic behind every call -- Welch's t over the units that vary the
-backbone (pretraining runs, detection runs nested under them), P(A > B), the units a call would need -- checked
+backbone (pretraining runs, detection runs nested under them), P(A > B) over units, the units a call would need,
+Holm's adjustment over a job's family, the depth x shortcut interaction contrast and TOST equivalence -- checked
 against hand arithmetic, Student's t table values, and the two converged runs the README compares."""
 
 import math
@@ -7,7 +8,7 @@ import statistics
 
 import pytest
 
-from detection.report.comparison import compare, spread, t_quantile
+from detection.report.comparison import HOLM, adjust, compare, contrast, spread, t_quantile
 
 
 @pytest.mark.parametrize("df, value", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423),
@@ -96,3 +97,92 @@ def test_higher_is_better_false_names_the_lower_error():
     c = compare("training error", "deep", {0: [40.0], 1: [41.0]}, "run", "shallow", {0: [20.0], 1: [21.0]}, "run",
                 higher_is_better=False)
     assert c.delta == 20.0 and c.call == "shallow" and "shallow ahead (lower training error)" in c.describe()
+
+
+def test_p_of_improvement_counts_units_not_nested_runs():
+    """Two pretraining runs, one with 3 detection runs above B, one with 1 below: over run pairs 3/4 beat B, over
+    units (what varies the backbone) 1 of 2."""
+    c = compare("AP50", "A", {"p0": [90.0, 91.0, 92.0], "p1": [10.0]}, "pretraining run",
+                "B", {"s0": [50.0], "s1": [50.0]}, "run")
+    assert c.p_a_better == 0.5
+
+
+def _called(delta: float, sd: float, n: int = 3) -> dict:
+    return {i: [delta + sd * x] for i, x in enumerate((-1.0, 0.0, 1.0)[:n])}
+
+
+def test_p_value_and_interval_agree():
+    """The two-sided Welch p is below 0.05 exactly when the 95% interval excludes 0."""
+    for delta in (0.5, 2.0, 3.0, 5.0):
+        c = compare("AP", "a", _called(delta, 1.0), "run", "b", _called(0.0, 1.0), "run")
+        assert (c.p_value < 0.05) == (c.interval[0] > 0), delta
+
+
+def test_holm_adjusts_a_family_step_down_and_its_intervals_agree_with_its_calls():
+    """Raw p 0.001, 0.02, 0.04 in a family of 3 (+ one without an interval): Holm rejects the first
+    (0.001 <= 0.05/4), stops at the second (0.02 > 0.05/3); adjusted p are 0.004, 0.06, 0.08 (monotone), the
+    4th is never called. Each adjusted interval excludes 0 exactly when the call is made."""
+    b = _called(0.0, 1.0)
+    raw = [compare("AP", f"a{i}", _called(d, 1.0), "run", "b", b, "run") for i, d in enumerate((6.0, 3.2, 2.6))]
+    ps = [c.p_value for c in raw]
+    assert ps == sorted(ps)
+    one = compare("AP", "single", {0: [9.0]}, "run", "b", b, "run")
+    fam = adjust([raw[2], one, raw[0], raw[1]], "test family")  # order is kept
+    assert [c.a for c in fam] == ["a2", "single", "a0", "a1"]
+    by = {c.a: c for c in fam}
+    m = 4
+    assert by["a0"].adjustment.p == pytest.approx(min(1, m * ps[0]))
+    assert by["a1"].adjustment.p == pytest.approx(max(m * ps[0], (m - 1) * ps[1]))
+    assert by["a2"].adjustment.p == pytest.approx(max(m * ps[0], (m - 1) * ps[1], (m - 2) * ps[2]))
+    assert by["single"].adjustment.p is None and by["single"].call is None and by["single"].adjustment.rank == 4
+    for c in fam:
+        assert c.adjustment.method == HOLM and c.adjustment.size == m and c.adjustment.family == "test family"
+        if c.adjustment.interval is not None:
+            excludes = not c.adjustment.interval[0] <= 0 <= c.adjustment.interval[1]
+            assert excludes == (c.adjustment.p < 0.05) == (c.call is not None), c.a
+    assert by["a0"].adjustment.alpha == pytest.approx(0.05 / 4)
+    # a raw 95% interval that excludes 0 is not a call once the family is adjusted
+    assert raw[2].call == "a2" and by["a2"].call is None
+    assert "Holm step-down over 4" in by["a2"].describe() and "family-adjusted interval includes 0" in \
+        by["a2"].describe()
+
+
+def test_holm_with_every_hypothesis_rejected_uses_each_step_level():
+    b = _called(0.0, 0.1)
+    fam = adjust([compare("AP", f"a{i}", _called(5.0 + i, 0.1), "run", "b", b, "run") for i in range(3)], "f")
+    assert all(c.call is not None for c in fam)
+    assert sorted(c.adjustment.alpha for c in fam) == pytest.approx([0.05 / 3, 0.05 / 2, 0.05])
+
+
+def test_the_interaction_contrast_is_welch_over_four_groups():
+    """(plain56 - plain20) - (res56 - res20): the variance is the sum of the four var/n, Satterthwaite's df."""
+    p56, p20 = {0: [60.0], 1: [62.0], 2: [64.0]}, {0: [30.0], 1: [31.0], 2: [32.0]}
+    r56, r20 = {0: [20.0], 1: [24.0], 2: [22.0]}, {0: [25.0], 1: [26.0], 2: [27.0]}
+    c = contrast("training error", "plain 56 - 20", (p56, p20), "residual 56 - 20", (r56, r20), "run",
+                 higher_is_better=False)
+    assert c.delta == pytest.approx((62.0 - 31.0) - (22.0 - 26.0))
+    parts = [statistics.variance(v) / 3 for v in ([60, 62, 64], [30, 31, 32], [20, 24, 22], [25, 26, 27])]
+    df = sum(parts) ** 2 / sum(v * v / 2 for v in parts)
+    assert c.se == pytest.approx(math.sqrt(sum(parts))) and c.df == pytest.approx(df)
+    assert c.call == "residual 56 - 20"  # lower is better: depth costs plain nets more
+    assert c.p_a_better == 1.0 and c.units == (3, 3) and c.runs == (6, 6)  # the higher value, as compare()
+
+
+def test_equivalence_needs_tost_inside_the_margin():
+    """Two tight groups 0.1 apart are equivalent within 1 point, not within 0.05; a wide pair with no call is
+    not equivalent (no call is not "the same")."""
+    tight = compare("err", "a", _called(20.1, 0.1), "run", "b", _called(20.0, 0.1), "run")
+    assert tight.equivalent(1.0) is True and tight.equivalent(0.05) is False
+    wide = compare("err", "a", _called(20.5, 5.0), "run", "b", _called(20.0, 5.0), "run")
+    assert wide.call is None and wide.equivalent(1.0) is False
+    assert compare("err", "a", {0: [1.0]}, "run", "b", _called(1.0, 1.0), "run").equivalent(1.0) is None
+
+
+def test_reversed_reads_the_same_comparison_from_the_other_side():
+    c = adjust([compare("AP", "a", _called(3.0, 1.0), "pretraining run", "b", {0: [1.0], 1: [0.0]}, "run")], "f")[0]
+    r = c.reversed()
+    assert (r.a, r.b, r.unit_a, r.unit_b, r.units, r.runs) == ("b", "a", "run", "pretraining run", (2, 3), (2, 3))
+    assert r.delta == -c.delta and r.interval == (-c.interval[1], -c.interval[0])
+    assert r.adjustment.interval == (-c.adjustment.interval[1], -c.adjustment.interval[0])
+    assert r.p_a_better == 1.0 - c.p_a_better and r.call == c.call
+    assert str(compare("AP", "a", {0: [1.0]}, "run", "b", {0: [1.0]}, "run").reversed().delta) == "0.0"

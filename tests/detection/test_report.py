@@ -213,9 +213,12 @@ def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(
     delta = next(h for h in head if h.startswith("ΔAP"))
     cmp = "95% CI, P(A>B), call"
     # 2 runs each (one set of weights: the run is the unit): Welch's t, df 2, half-width 4.303 * sqrt(2/2 + 2/2)
-    assert rows["r101"][delta] == "1.00" and rows["r101"][cmp] == "[-5.08, +7.08], P(A>B) 0.75; no call"
-    assert rows["r50"][delta] == "9.50" and rows["r50"][cmp].endswith("; r50 ahead")
-    assert rows["r18"][cmp] == "P(A>B) 1.00; no call: one run"
+    assert rows["r101"][delta] == "1.00" and rows["r101"][cmp] == (
+        "[-5.08, +7.08], Holm/3 [-9.82, +11.82] p 1, P(A>B) 0.75, n 2 vs 2, df 2.0; no call")
+    # its 95% interval excludes 0, the table's family of 3 (Holm) does not: no call
+    assert rows["r50"][delta] == "9.50" and rows["r50"][cmp].startswith("[+2.58, +16.42], Holm/3 [-5.26, +24.26]")
+    assert rows["r50"][cmp].endswith("; no call")
+    assert rows["r18"][cmp] == "P(A>B) 1.00, n 1 vs 2; no call: one run"
 
 
 

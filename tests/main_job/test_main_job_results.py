@@ -82,4 +82,39 @@ def test_degradation_notes_say_what_the_depth_comparisons_show_whichever_way_the
     plain, residual = degradation_notes(other_way, plan)
     assert "ends with the lower training error, no degradation at this budget: Δtraining error -10.00" in plain
     assert "cifar_resnet56 vs cifar_resnet20, Δtraining error -0.33" in residual
-    assert residual.endswith(f"no difference established after {plan.degradation_iterations} iterations.")
+    assert residual.endswith("neither a difference nor equivalence within ±2 points (TOST) is established after "
+                             f"{plan.degradation_iterations} iterations.")
+
+
+def test_equivalence_wording_only_from_tost():
+    """"Equivalent" appears only when the TOST interval is inside the margin: a tight pair 0.2 apart is, a wide
+    pair with the same Δ is not (no call is not "the same")."""
+    from detection.main_job.results import degradation_notes
+
+    def res(deep, shallow):
+        return JobResults(degradation_comparisons=[compare(
+            "training error", "cifar_resnet56", {f"s{i}": [v] for i, v in enumerate(deep)}, RUN, "cifar_resnet20",
+            {f"s{i}": [v] for i, v in enumerate(shallow)}, RUN, higher_is_better=False)])
+
+    tight, = degradation_notes(res([20.1, 20.2, 20.3], [20.0, 20.0, 20.1]), MainJobPlan())
+    wide, = degradation_notes(res([10.0, 20.0, 30.5], [15.0, 20.0, 25.0]), MainJobPlan())
+    assert "equivalent within ±2 points" in tight and "equivalent within" not in wide
+
+
+def test_the_interaction_note_calls_the_reversal_after_the_family_adjustment():
+    """Fig. 6's claim is the interaction: (plain56 - plain20) - (resnet56 - resnet20) in training error, a call of
+    the one statistic after Holm over everything the job prints."""
+    from detection.main_job.results import degradation_notes
+    from detection.report.comparison import contrast
+
+    def runs(values):
+        return {f"s{i}": [v] for i, v in enumerate(values)}
+
+    p56, p20, r56, r20 = [60.0, 62.0, 64.0], [30.0, 31.0, 32.0], [20.0, 21.0, 22.0], [25.0, 26.0, 27.0]
+    res = JobResults(interactions=[contrast("training error", "cifar_plain56 - cifar_plain20",
+                                            (runs(p56), runs(p20)), "cifar_resnet56 - cifar_resnet20",
+                                            (runs(r56), runs(r20)), RUN, higher_is_better=False)])
+    res.adjust_family()
+    note, = degradation_notes(res, MainJobPlan())
+    assert "depth raises the training error of plain nets by 36.0 points more than that of residual nets" in note
+    assert res.interactions[0].adjustment.size == 1 and res.to_json()["interactions"][0]["call"] is not None
