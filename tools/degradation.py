@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The degradation experiment (paper Figs. 1 and 6): plain vs residual nets of two or more depths, same budget.
 
-    tools/degradation.py                      # the four nets on the cached embedded composites, 400 iterations
-    tools/degradation.py --models cifar_plain20 cifar_plain56 --dataset cifar10 --data-root DIR --iterations 64000 \
-        --no-preact                           # the paper's Fig. 6 recipe: its 2015 (post-activation) units
+    tools/degradation.py                      # the four nets on the cached embedded composites, 1600 iterations
+    tools/degradation.py --models cifar_plain20 cifar_plain56 --dataset cifar10 --data-root DIR --iterations 64000
+                                              # the paper's Fig. 6 run on CIFAR-10 itself
 
-The default is the main job's degradation recipe (detection/main_job/plan.py: `make demo-full` runs it with two
-seeds and compares the depths with the report's statistic) on the same cached composites and batch path as the
-pretraining, with pre-activation units for every net (the 2015 units leave ResNet-56 at chance at this budget:
-RESULTS.md): one seed here, about 10-15 minutes on 2 cores.
+The default is the main job's degradation recipe (classification.analysis.degradation.RECIPE: the paper's 2015
+units and CIFAR schedule, a budget past the 56-layer nets' early plateau; the main job's degradation preset runs it
+with three seeds and compares the depths with the report's statistic) on the same cached composites and batch path
+as the pretraining: one seed here, about 45 minutes on 2 cores.
 
 Writes OUT/degradation.png (training error dashed, val / held-out / test error solid), OUT/degradation.md (table)
 and each run's directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the
@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=RECIPE.batch)
     ap.add_argument("--lr", type=float, default=RECIPE.lr, help="the paper's CIFAR lr (batch 128)")
     ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=RECIPE.preact,
-                    help="pre-activation units for every net (default, the main job's recipe; --no-preact: the "
-                         "paper's 2015 units, with which ResNet-56 stays at chance at 400 iterations -- RESULTS.md)")
+                    help="pre-activation units (He et al. 2016) for every net (default: --no-preact, the paper's 2015 "
+                         "units, as the main job)")
     ap.add_argument("--warmup-until-error", type=float, default=None,
                     help="lr x0.1 until the running training error is below this, for every net (the paper's "
                          "ResNet-110 warm-up uses 0.8; default: none, as the main job)")

@@ -25,10 +25,21 @@ from classification.engine.run_directory import RunDirectoryBusy, lock_run_direc
 from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
 from ..report import ReportSection
+from .arms import ARMS
 from .graph import STOP_REQUESTED, Estimator, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
-from .plan import DEFAULT_PRESET, PRESETS, MainJobPlan, PlanError, Stage, paper_config, plan_stages, validate_plan
+from .plan import (
+    DEFAULT_PRESET,
+    PRESETS,
+    MainJobPlan,
+    PlanError,
+    Stage,
+    check_arms,
+    paper_config,
+    plan_stages,
+    validate_plan,
+)
 from .project import project_files
 from .results import (
     chance_ap,
@@ -45,23 +56,24 @@ __all__ = ["main", "build_parser", "plan_from_args", "measure_step_seconds"]
 # ---- time estimates: measured step times, replaced by each stage's own iterations as they run -------------------
 
 def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, str, str]]) -> dict:
-    """Seconds per training iteration of each (kind, model, init) in `keys`, timed here over 3 steps after 2
-    warm-up steps with `threads` threads (the calibration behind --dry-run and the first estimate)."""
+    """Seconds per training iteration of each (kind, model, variant) in `keys` (Stage.rate_key: a pretraining
+    run's norm, a detection leg's arm), timed here over 3 steps after 2 warm-up steps with `threads` threads (the
+    calibration behind --dry-run and the first estimate)."""
     import torch
 
     torch.set_num_threads(threads)
     rates = {}
-    for kind, model, init in sorted(keys):
+    for kind, model, variant in sorted(keys):
         if kind == "pretrain":
-            leg = build_pretrain_step(model, options=plan.pretrain_options(model),
+            leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant),
                                       image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
             leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
                                       batch=RECIPE.batch)
         else:
-            leg = build_detection_leg(model, pretrained=init == "pretrained", width=plan.width,
+            leg = build_detection_leg(model, arm=variant, width=plan.width,
                                       overrides=["DATALOADER.NUM_WORKERS", "0"])
-        rates[(kind, model, init)] = seconds_per_step(leg.step)
+        rates[(kind, model, variant)] = seconds_per_step(leg.step)
     return rates
 
 
@@ -72,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     d = MainJobPlan()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
-                    help="demo (make demo, default): one seed per leg, ~20 min on 2 cores; full (make demo-full): "
-                         "the converged 2 x 2-seed comparison with the degradation experiment, ~2.5 h; quick (make "
-                         "demo-quick): the smoke path, not converged. Options below override the preset")
+                    help="demo (make demo, default): the primary arms, one seed per leg, ~20 min on 2 cores; full "
+                         "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
+                         "degradation experiment alone, 3 seeds, <= 150 min; quick (make demo-quick): every arm at "
+                         "smoke scale, not converged. Options below override the preset")
     ap.add_argument("--output-dir", default=None,
                     help="every stage, the report and the summary go here (default: output/main_job for full, "
                          "output/main_job_<preset> otherwise)")
@@ -95,8 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
                     help="detection seeds, nested under every pretraining seed")
     ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
-                    help="seeds of the from-scratch controls (default: 0; two or more give the gain over scratch "
-                         "an interval; full: 0 1)")
+                    help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
+                         "full: 0 1 2)")
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
+                    help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
+                         "gn_pretrained gn_scratch)")
+    ap.add_argument("--allow-unfair-arms", action="store_true",
+                    help="run compared arms whose configs differ in keys their factor does not name (the job stops "
+                         "naming them otherwise); the report prints the differences")
     ap.add_argument("--pretrain-epochs", type=float, default=None)
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
@@ -109,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--degradation-iterations", type=int, default=None)
     ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
     ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
-                    help="pre-activation units for the four nets (default; --no-degradation-preact: the paper's 2015 "
-                         "units, with which ResNet-56 stays at chance at this budget -- RESULTS.md)")
+                    help="pre-activation units (He et al. 2016) for the four nets (default: --no-degradation-preact, "
+                         "the paper's 2015 units)")
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -137,11 +156,12 @@ def plan_from_args(args) -> MainJobPlan:
                         ("detect_iterations", args.detect_iterations),
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
-                        ("degradation_preact", args.degradation_preact)):
+                        ("degradation_preact", args.degradation_preact), ("arms", args.arms)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     if args.degradation is not None:
-        changes["degradation"] = PRESETS["full"]["degradation"] if args.degradation else ()
+        changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
+    changes["allow_unfair"] = args.allow_unfair_arms
     plan = replace(base, **changes)
     validate_plan(plan)
     return plan
@@ -195,6 +215,8 @@ def _interrupt(signum, frame):
 def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     plan = plan_from_args(args)
+    for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
+        print(f"[main job] --allow-unfair-arms: {text}", flush=True)
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
     if not args.gpu_tflops > 0:
@@ -227,7 +249,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for s in stages:
             deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
-            print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<32} {s.iterations:>6} it x "
+            print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>6} it x "
                   f"{estimator.rate(s) * 1000:.0f} ms{deps}")
         print(f"[main job] estimated {minutes:.0f} min for all stages (step times measured just now on this machine "
               f"with {threads} thread(s); start-up and evaluation assumed 15 s a stage; {args.jobs} at a time), "
@@ -327,14 +349,14 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     manifest = ensure_embedded_dataset()
 
     dataset = "embedded_train_holdout" if plan.selection else "embedded_val"
-    chance = chance_ap(dataset)
     runs = [s for s in stages if s.kind == "detect"]
+    chance = chance_ap(dataset) if runs else None
     results = job_results(stages, plan)
-    notes = generated_notes(results, plan)
+    notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
-                         notes=notes, chance={dataset: chance},
+                         notes=notes, chance={dataset: chance} if chance else None,
                          sections=_degradation_section(results, plan, stages, out / "report"),
                          comparisons=results.lookup)  # the table prints the job's family, adjusted as one
     summary = "\n".join(summary_lines(results, plan, chance, manifest))

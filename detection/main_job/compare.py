@@ -119,7 +119,8 @@ def _stages(job: Path) -> dict[str, Path]:
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-COMPARISON_KINDS = ("deltas", "gains", "degradation_comparisons", "interactions")  # results.json's lists
+COMPARISON_KINDS = ("deltas", "arms", "gains", "degradation_comparisons", "interactions")  # results.json lists
+#   ("gains": pretrained vs scratch in jobs written before the arms)
 
 
 def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:

@@ -65,10 +65,11 @@ class DetectionLeg:
         return loss.detach().item()
 
 
-def build_detection_leg(model: str, *, pretrained: bool, width: float | None = None, overrides: list[str] = (),
+def build_detection_leg(model: str, *, arm: str, width: float | None = None, overrides: list[str] = (),
                         seed: int = 0) -> DetectionLeg:
-    """The main job's leg of `model` (its config files from plan.leg_config_files), on the CPU; a pretrained leg
-    without its checkpoint gets calibrate_frozen_bn. `overrides`: more KEY VALUE pairs (e.g. the loader's workers)."""
+    """The main job's leg of `model` in `arm` (arms.ARMS; its config files from plan.leg_config_files), on the CPU;
+    a FrozenBN leg without its checkpoint gets calibrate_frozen_bn. `overrides`: more KEY VALUE pairs (e.g. the
+    loader's workers)."""
     from detectron2.modeling import build_model
 
     from ..config import get_detection_cfg
@@ -76,10 +77,10 @@ def build_detection_leg(model: str, *, pretrained: bool, width: float | None = N
 
     opts = ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", model,
             *(["MODEL.BACKBONES.WIDTH", str(width)] if width is not None else []), *overrides]
-    cfg = get_detection_cfg(leg_config_files(model, pretrained=pretrained), opts)
+    cfg = get_detection_cfg(leg_config_files(model, arm=arm), opts)
     torch.manual_seed(seed)
     net = build_model(cfg)
-    if pretrained and not cfg.MODEL.WEIGHTS:
+    if cfg.MODEL.BACKBONES.NORM == "FrozenBN" and not cfg.MODEL.WEIGHTS:
         calibrate_frozen_bn(net)
     net.train()
     return DetectionLeg(cfg, net, Trainer.build_optimizer(cfg, net), Trainer.build_train_loader(cfg))

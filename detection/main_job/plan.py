@@ -5,8 +5,10 @@ The paper's experiment (Tables 7/8) in miniature:
 2. ImageNet-style pretraining of VGG-16 (BN variant) and ResNet-101 at reduced width with tools/train_cls.py on
    the Fashion-MNIST *train* items composited on random backgrounds, one recipe for both, several pretraining seeds;
 3. Faster R-CNN with each pretrained backbone (the paper's C4 design for ResNet, py-faster-rcnn's fc6/fc7 head for
-   VGG; BN frozen, FREEZE_AT 2), detection seeds nested under each pretraining seed, and from-scratch controls
-   with the identical detection schedule, all with tools/train_det.py.
+   VGG), detection seeds nested under each pretraining seed, and from-scratch controls, all with tools/train_det.py,
+   in the arms of detection/main_job/arms.py: like-for-like GN pretrained vs GN from scratch (at the same and at 3x
+   the schedule), and the paper's setting (BN pretrained, frozen in detection) as a named secondary arm. A plan
+   whose compared arms differ in a config key their factor does not name stops before training (`check_arms`).
 `selection=True` is the model-selection variant: pretraining scored on held-out train items and detection trained
 on `embedded_train_fit`, scored on `embedded_train_holdout` -- schedules are chosen there, never on the val split.
 """
@@ -21,10 +23,11 @@ from backbones import list_models, model_info
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import FINAL_CHECKPOINT
 
+from .arms import ARMS, arm_comparisons, unfair_keys
 from .project import project_files
 
 __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
-           "PlanError"]
+           "check_arms", "PlanError"]
 
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
@@ -46,12 +49,12 @@ def paper_config(model: str) -> Path:
     return project_files().config(*DESIGN_CONFIGS[model_info(model).detection_design])
 
 
-def leg_config_files(model: str, *, pretrained: bool) -> list[str]:
+def leg_config_files(model: str, *, arm: str) -> list[str]:
     """The config files of a main-job detection leg: the paper config of the backbone's design, the smoke overlay,
-    and for a pretrained leg the transfer overlay (the one definition: the job, its estimates, the benchmarks)."""
+    and the arm's overlay (norm and frozen stages; the one definition: the job, its estimates, the benchmarks)."""
     files = project_files()
-    return [str(paper_config(model)), str(files.config("Embedded-Detection", "smoke.yaml"))] + (
-        [str(files.config("Embedded-Detection", "pretrained.yaml"))] if pretrained else [])
+    return [str(paper_config(model)), str(files.config("Embedded-Detection", "smoke.yaml")),
+            str(files.config("Embedded-Detection", ARMS[arm].overlay))]
 
 
 @dataclass(frozen=True)
@@ -73,22 +76,20 @@ class MainJobPlan:
     detect_iterations: int = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
     #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md)
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
-    scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # from-scratch controls
+    arms: tuple[str, ...] = tuple(ARMS)  # arms.ARMS: like-for-like GN (pretrained, scratch 1x and 3x), the paper's
+    scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # backbones with from-scratch arms
     scratch_seeds: tuple[int, ...] = (0,)  # their seeds: two or more give the gain over scratch an interval
+    allow_unfair: bool = False  # run compared arms whose configs differ beyond their factor (the report says so)
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
     # one budget, on the same cached composites as the pretraining; () leaves it out.
     degradation: tuple[str, ...] = ()
     degradation_iterations: int = RECIPE.iterations  # of 128 images at lr 0.1, x0.1 at 50% and 75% (classification.
-    #   analysis.degradation.RECIPE, shared with tools/degradation.py);
-    #   on 5,000 held-out items (RESULTS.md, one seed) plain-20 / plain-56 / ResNet-20 / ResNet-56 reach 35.7 / 82.5
-    #   / 41.0 / 42.6% training error with pre-activation units; with the 2015 units the paper's warm-up (lr 0.01 to
-    #   80%) made every net worse
-    degradation_seeds: tuple[int, ...] = (0, 1, 2, 3)  # seeds are the units of its comparisons: with 2 per net
-    #   (Welch's t on 1-2 degrees of freedom) plain-56 at chance vs plain-20 at 62 +- 9% made no call (RESULTS.md)
-    degradation_preact: bool = RECIPE.preact  # pre-activation units (He et al. 2016) for all four nets: with the
-    #   paper's post-activation ones ResNet-56's un-normalised pooled features blow up the classifier at lr 0.1
-    #   within 10 iterations and it stays at chance (RESULTS.md); plain and residual nets keep the same units
+    #   analysis.degradation.RECIPE, shared with tools/degradation.py: past the 56-layer nets' early plateau)
+    degradation_seeds: tuple[int, ...] = (0, 1, 2)  # seeds are the units of its comparisons (>= 3: with 2 per net
+    #   Welch's t had 1-2 degrees of freedom and plain-56 at chance vs plain-20 at 62 +- 9% made no call)
+    degradation_preact: bool = RECIPE.preact  # the paper's 2015 units for all four nets by default; True:
+    #   pre-activation units (He et al. 2016); plain and residual nets always share their units
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -105,9 +106,14 @@ class MainJobPlan:
     def pretrain_iterations(self) -> int:
         return max(1, math.ceil(self.pretrain_epochs * self.pretrain_items() / self.pretrain_batch))
 
-    def pretrain_options(self, model: str) -> dict:
-        """The model options of a pretraining net (what its stage builds; the time estimate builds the same)."""
-        options = {"width": self.width}
+    def pretrain_norms(self) -> list[str]:
+        """The norms the plan's pretrained arms pretrain with, in arm order."""
+        return list(dict.fromkeys(ARMS[a].pretrain_norm for a in self.arms if ARMS[a].pretrained))
+
+    def pretrain_options(self, model: str, norm: str = "BN") -> dict:
+        """The model options of a pretraining net (what its stage builds; the time estimate builds the same); a
+        norm other than BN (the nets' default) is an option, so the BN stages keep their command lines."""
+        options = {"width": self.width} | ({"norm": norm} if norm != "BN" else {})
         if model_info(model).zero_init_residual:  # Goyal et al.: each block starts as the identity; without it
             options["zero_init_residual"] = True  # ResNet-101 at this width stays at chance
         return options
@@ -116,11 +122,11 @@ class MainJobPlan:
         """The model options of every degradation net: full width, the units of degradation_preact."""
         return {"preact": True} if self.degradation_preact else {}
 
-    def pretrain_args(self, model: str, seed: int, out: Path, iterations: int) -> list[str]:
+    def pretrain_args(self, model: str, seed: int, out: Path, iterations: int, norm: str = "BN") -> list[str]:
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
         return [str(project_files().tool("train_cls.py")), "--model", model,
-                *_model_option_args(self.pretrain_options(model)),
+                *_model_option_args(self.pretrain_options(model, norm)),
                 "--dataset", "embedded", "--image-size", str(self.pretrain_image_size),
                 "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
@@ -143,11 +149,15 @@ class MainJobPlan:
                 "--checkpoint-period", str(max(1, n // 2)),
                 "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
 
-    def detect_args(self, model: str, weights: Path | None, seed: int, out: Path) -> list[str]:
-        configs = leg_config_files(model, pretrained=weights is not None)
-        n = self.detect_iterations
+    def detect_iterations_of(self, arm: str) -> int:
+        return self.detect_iterations * ARMS[arm].schedule
+
+    def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path) -> list[str]:
+        configs = leg_config_files(model, arm=arm)
+        n = self.detect_iterations_of(arm)
         schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
-                    "SOLVER.WARMUP_ITERS", str(min(20, max(1, n // 4))), "SOLVER.CHECKPOINT_PERIOD",
+                    "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one: the
+                    "SOLVER.CHECKPOINT_PERIOD",  # same warm-up in every arm (not in a longer arm's factor)
                     str(max(1, n // 2))]
         data = (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
                 if self.selection else [])
@@ -156,14 +166,19 @@ class MainJobPlan:
                 "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule, *data]
 
 
-# The main job's presets (one tool, three budgets). full: the converged comparison, 2 pretraining x 2 detection
-# seeds (CONVERGENCE.md's schedules), with the degradation experiment; demo: one seed per leg at the schedules
-# CONVERGENCE.md measured on held-out training data to give both pretrained detectors AP50 > 85 (4 epochs: 24-26%
-# held-out error; 1600 detection iterations: AP50 85.5 / 92.7), about 20 minutes on 2 cores -- no backbone call
-# from one seed; quick: the smoke path, the pipeline in a few minutes, not converged.
+# The main job's presets (one tool, four budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints
+# the estimate measured on the machine). full: the transfer comparison with 3 pretraining runs per backbone and
+# norm and 3 runs per scratch arm (the units of its intervals), at the demo's schedules (CONVERGENCE.md: 4 epochs
+# and 1600 detection iterations give both pretrained detectors AP50 > 85 on held-out scenes); degradation: the
+# degradation experiment alone (3 seeds); `make demo-full` runs both. demo: one seed, the primary arms, about 20
+# minutes -- no call from one unit; quick: every arm of full at smoke scale, the pipeline in minutes, not converged.
 PRESETS = {
-    "full": {"scratch_seeds": (0, 1), "degradation": RECIPE.models},
-    "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600},
+    "full": {"pretrain_epochs": 4.0, "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
+             "scratch_seeds": (0, 1, 2)},
+    "degradation": {"backbones": (), "scratch": (), "arms": (), "degradation": RECIPE.models,
+                    "degradation_seeds": (0, 1, 2)},
+    "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600,
+             "arms": ("gn_pretrained", "gn_scratch")},
     "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
 }
 DEFAULT_PRESET = "demo"
@@ -184,43 +199,57 @@ class Stage:
     deps: list[Path] = field(default_factory=list)  # stage directories that must be finished first
     pretrain_seed: int | None = None  # the seed of a train_cls stage (pretraining or degradation)
     detect_seed: int | None = None
+    variant: str = ""  # a detection leg's arm (arms.ARMS), a pretraining run's norm, "" for a degradation net
 
     @property
     def rate_key(self) -> tuple[str, str, str]:
-        return self.kind, self.model, self.init
+        """What its step time depends on: (kind, model, variant)."""
+        return self.kind, self.model, self.variant
 
 
-def group_label(model: str, init: str) -> str:
-    """The report group of a detection leg: backbone and initialisation (the one place the label is made)."""
-    return f"{model}_{init}"
+def group_label(model: str, arm: str) -> str:
+    """The report group of a detection leg: backbone and arm (the one place the label is made)."""
+    return f"{model}_{arm}"
+
+
+def pretrain_dir(out: Path, model: str, norm: str, seed: int) -> Path:
+    """A pretraining run's directory; BN (the nets' default) keeps the name it had before GN arms existed."""
+    return out / "pretrain" / (f"{model}_p{seed}" if norm == "BN" else f"{model}_{norm.lower()}_p{seed}")
 
 
 def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     stages = []
     p_iters = plan.pretrain_iterations()
     for model in plan.backbones:
-        for ps in plan.pretrain_seeds:
-            d = out / "pretrain" / f"{model}_p{ps}"
-            stages.append(Stage(title=f"pretrain {model} x{plan.width:g}, seed {ps} ({p_iters} iterations of "
-                                      f"{plan.pretrain_batch}, {plan.pretrain_image_size} px)",
-                                out=d, argv=plan.pretrain_args(model, ps, d, p_iters), kind="pretrain", model=model,
-                                init="", iterations=p_iters, pretrain_seed=ps))
-    n = plan.detect_iterations
+        for norm in plan.pretrain_norms():
+            for ps in plan.pretrain_seeds:
+                d = pretrain_dir(out, model, norm, ps)
+                stages.append(Stage(title=f"pretrain {model} x{plan.width:g} with {norm}, seed {ps} ({p_iters} "
+                                          f"iterations of {plan.pretrain_batch}, {plan.pretrain_image_size} px)",
+                                    out=d, argv=plan.pretrain_args(model, ps, d, p_iters, norm), kind="pretrain",
+                                    model=model, init="", iterations=p_iters, pretrain_seed=ps, variant=norm))
     for model in plan.backbones:
-        for ps in plan.pretrain_seeds:
-            weights = out / "pretrain" / f"{model}_p{ps}" / FINAL_CHECKPOINT
-            for ds in plan.detect_seeds:
-                d = out / "detect" / f"{model}_p{ps}_d{ds}"
-                stages.append(Stage(title=f"Faster R-CNN {model}, pretraining seed {ps}, detection seed {ds}",
-                                    out=d, argv=plan.detect_args(model, weights, ds, d), kind="detect", model=model,
-                                    init="pretrained", iterations=n, group=group_label(model, "pretrained"),
-                                    deps=[weights.parent], pretrain_seed=ps, detect_seed=ds))
-    for model in plan.scratch:
-        for ds in plan.scratch_seeds:
-            d = out / "detect" / f"{model}_scratch_d{ds}"
-            stages.append(Stage(title=f"Faster R-CNN {model} from scratch (control), seed {ds}", out=d,
-                                argv=plan.detect_args(model, None, ds, d), kind="detect", model=model,
-                                init="scratch", iterations=n, group=group_label(model, "scratch"), detect_seed=ds))
+        for arm in (ARMS[a] for a in plan.arms):
+            n = plan.detect_iterations_of(arm.name)
+            group = group_label(model, arm.name)
+            if arm.pretrained:
+                for ps in plan.pretrain_seeds:
+                    weights = pretrain_dir(out, model, arm.pretrain_norm, ps) / FINAL_CHECKPOINT
+                    for ds in plan.detect_seeds:
+                        d = out / "detect" / f"{group}_p{ps}_d{ds}"
+                        stages.append(Stage(title=f"Faster R-CNN {model}, {arm.name}, pretraining seed {ps}, "
+                                                  f"detection seed {ds}", out=d,
+                                            argv=plan.detect_args(model, arm.name, weights, ds, d), kind="detect",
+                                            model=model, init=arm.init, iterations=n, group=group,
+                                            deps=[weights.parent], pretrain_seed=ps, detect_seed=ds,
+                                            variant=arm.name))
+            elif model in plan.scratch:
+                for ds in plan.scratch_seeds:
+                    d = out / "detect" / f"{group}_d{ds}"
+                    stages.append(Stage(title=f"Faster R-CNN {model}, {arm.name} ({n} iterations), seed {ds}",
+                                        out=d, argv=plan.detect_args(model, arm.name, None, ds, d), kind="detect",
+                                        model=model, init=arm.init, iterations=n, group=group, detect_seed=ds,
+                                        variant=arm.name))
     for seed in plan.degradation_seeds if plan.degradation else ():
         for model in plan.degradation:
             d = out / "degradation" / f"{model}_s{seed}"
@@ -236,6 +265,11 @@ def validate_plan(plan: MainJobPlan) -> None:
     for b in plan.backbones:
         if b not in known or model_info(b).family not in MAIN_JOB_FAMILIES:
             raise PlanError(f"--backbones {b!r}: not a VGG / ResNet / plain model of backbones.list_models()")
+    for a in plan.arms:
+        if a not in ARMS:
+            raise PlanError(f"--arms {a!r}: not an arm of detection/main_job/arms.py ({', '.join(ARMS)})")
+    if len(set(plan.arms)) != len(plan.arms):
+        raise PlanError(f"--arms lists an arm twice ({list(plan.arms)})")
     for b in plan.degradation:
         if b not in known or model_info(b).family not in ("cifar_plain", "cifar_resnet"):
             raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
@@ -251,3 +285,44 @@ def validate_plan(plan: MainJobPlan) -> None:
     for name in ("pretrain_epochs", "detect_iterations", "pretrain_val_images"):
         if not getattr(plan, name) > 0:
             raise PlanError(f"--{name.replace('_', '-')} must be positive, got {getattr(plan, name)}")
+
+
+def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
+    """(arm a, arm b) -> the config keys whose values differ between the two arms' legs of `model`, read from the
+    resolved configs the stages would train with (Detectron2's defaults, the config files, the command line;
+    the weights are not read: they do not exist before the job). SEED and OUTPUT_DIR aside."""
+    from ..config import get_detection_cfg
+    from ..report.groups import config_differences
+
+    probe = Path("<job>")  # the legs' own paths: only whether MODEL.WEIGHTS is set matters to the diff
+    resolved = {}
+    out = {}
+    for comparison in arm_comparisons(plan.arms):
+        for arm in (comparison.a, comparison.b):
+            if arm not in resolved:
+                weights = probe / "pretrain" / "weights.pth" if ARMS[arm].pretrained else None
+                argv = plan.detect_args(model, arm, weights, 0, probe / "detect" / arm)
+                files = [argv[i + 1] for i, a in enumerate(argv) if a == "--config-file"]
+                opts = argv[1 + 2 * len(files):]
+                resolved[arm] = get_detection_cfg(files, opts, read_weights=False)
+        out[(comparison.a, comparison.b)] = config_differences(resolved[comparison.a], resolved[comparison.b])
+    return out
+
+
+def check_arms(plan: MainJobPlan) -> list[str]:
+    """Stop (PlanError) before anything trains when two compared arms' configs differ in a key their factor does not
+    name, naming the keys; with plan.allow_unfair the differences are returned for the report to print instead."""
+    overridden = []
+    for model in plan.backbones:
+        for (a, b), differences in arm_differences(plan, model).items():
+            comparison = next(c for c in arm_comparisons(plan.arms) if (c.a, c.b) == (a, b))
+            extra = unfair_keys(differences, comparison)
+            if not extra:
+                continue
+            keys = ", ".join(f"{k} ({differences[k][0]} vs {differences[k][1]})" for k in extra)
+            text = f"{model}: arms {a} and {b} differ in {keys}, beyond their factor ({comparison.factor})"
+            if not plan.allow_unfair:
+                raise PlanError(f"{text}: an unfair comparison; make the configs agree, or pass --allow-unfair-arms "
+                                "and the report prints this")
+            overridden.append(text)
+    return overridden

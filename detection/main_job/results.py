@@ -15,6 +15,7 @@ from classification.engine.run_files import read_classification_run
 from ..report.comparison import Comparison, Spread, adjust, compare, contrast, spread
 from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
+from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons
 from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "summary_lines", "generated_notes",
@@ -22,12 +23,15 @@ __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "sum
            "DETECT_METRICS", "COMPARED_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
-COMPARED_METRICS = ("AP50", "AP")  # the backbone comparisons and the gains over scratch
+# The metric the job's comparisons decide on, declared before any run: AP50 (the embedded set's objects are 48-96 px
+# composites; AP and AP by size are in the tables as means with intervals). Each metric compared is one more member
+# of the Holm family, so a second one would cost every call power.
+COMPARED_METRICS = ("AP50",)
 
 
 @dataclass
 class GroupResult:
-    """One detection group of the job: a backbone with one initialisation, over its seeds."""
+    """One detection group of the job: a backbone in one arm (arms.ARMS), over its seeds."""
 
     name: str
     backbone: str
@@ -35,6 +39,7 @@ class GroupResult:
     unit: str  # what a unit is (report.groups: "pretraining run" or "run")
     metrics: dict[str, Spread] = field(default_factory=dict)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # metric -> unit name -> run values
+    arm: str = ""
 
 
 @dataclass
@@ -49,15 +54,18 @@ class DegradationResult:
     val_error: Spread | None
     errors: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # "train"/"val" -> run -> [final]
     histories: dict[str, dict] = field(default_factory=dict)  # run directory name -> history
+    at_chance: list[str] = field(default_factory=list)  # runs whose final training error is not RECIPE.
+    #   left_chance_by points below chance: a net that never trained says nothing about depth
 
 
 @dataclass
 class JobResults:
-    pretraining: dict[str, Spread] = field(default_factory=dict)  # backbone -> val top-1 error (%) over seeds
-    pretraining_images: dict[str, int] = field(default_factory=dict)  # backbone -> images seen by one run
+    pretraining: dict[str, Spread] = field(default_factory=dict)  # "backbone norm" -> val top-1 error (%) over seeds
+    pretraining_images: dict[str, int] = field(default_factory=dict)  # "backbone norm" -> images seen by one run
     groups: list[GroupResult] = field(default_factory=list)
-    gains: list[Comparison] = field(default_factory=list)  # pretrained vs scratch, per backbone and metric
-    deltas: list[Comparison] = field(default_factory=list)  # each backbone vs the first, pretrained
+    arms: list[Comparison] = field(default_factory=list)  # arm vs arm of one backbone (arms.ARM_COMPARISONS)
+    factors: dict[str, str] = field(default_factory=dict)  # "A vs B" -> the factor the arms' comparison names
+    deltas: list[Comparison] = field(default_factory=list)  # each backbone vs the first, in each pretrained arm
     degradation: list[DegradationResult] = field(default_factory=list)
     degradation_comparisons: list[Comparison] = field(default_factory=list)  # deeper vs shallower, training error
     interactions: list[Comparison] = field(default_factory=list)  # depth x shortcut: plain's depth effect - residual's
@@ -66,16 +74,16 @@ class JobResults:
     differences: dict[str, dict[str, list]] = field(default_factory=dict)  # "A vs B" -> config key -> [A's, B's]
     family: str = ""  # what the comparisons were adjusted over (comparison.adjust), "" before `adjust_family`
 
-    def group(self, backbone: str, init: str) -> GroupResult | None:
-        return next((g for g in self.groups if g.backbone == backbone and g.init == init), None)
+    def group(self, backbone: str, arm: str) -> GroupResult | None:
+        return next((g for g in self.groups if g.backbone == backbone and g.arm == arm), None)
 
     def comparisons(self) -> list[Comparison]:
         """Everything the job prints that makes a call: its one family."""
-        return [*self.gains, *self.deltas, *self.degradation_comparisons, *self.interactions]
+        return [*self.arms, *self.deltas, *self.degradation_comparisons, *self.interactions]
 
     def adjust_family(self) -> None:
         """Holm over every comparison the job prints (summary, notes, the report's table), one family per job."""
-        kinds = ("gains", "deltas", "degradation_comparisons", "interactions")
+        kinds = ("arms", "deltas", "degradation_comparisons", "interactions")
         sizes = [len(getattr(self, k)) for k in kinds]
         self.family = f"the job's {sum(sizes)} comparisons"
         adjusted = adjust(self.comparisons(), self.family)
@@ -96,7 +104,7 @@ class JobResults:
     def to_json(self) -> dict:
         """Every field, and each comparison's call (a property asdict leaves out)."""
         out = asdict(self)
-        for key in ("gains", "deltas", "degradation_comparisons", "interactions"):
+        for key in ("arms", "deltas", "degradation_comparisons", "interactions"):
             for c, d in zip(getattr(self, key), out[key]):
                 d["call"] = c.call
         return out
@@ -106,43 +114,53 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
     """Everything the summary and the notes say, as numbers read from the runs (run_files and report.runs)."""
     out = JobResults()
     for model in plan.backbones:
-        errors, images = {}, set()
-        for s in stages:
-            if s.kind == "pretrain" and s.model == model:
-                run = read_classification_run(s.out)
-                if run.finished:
-                    errors[s.out.name] = [run.top1_error]
-                    images.add(run.images_seen)
-        st = spread(errors, PRETRAINING_RUN)
-        if st is not None:
-            out.pretraining[model] = st
-        if len(images) == 1 and None not in images:
-            out.pretraining_images[model] = images.pop()
+        for norm in plan.pretrain_norms():
+            errors, images = {}, set()
+            for s in stages:
+                if s.kind == "pretrain" and s.model == model and s.variant == norm:
+                    run = read_classification_run(s.out)
+                    if run.finished:
+                        errors[s.out.name] = [run.top1_error]
+                        images.add(run.images_seen)
+            st = spread(errors, PRETRAINING_RUN)
+            if st is not None:
+                out.pretraining[pretraining_label(model, norm)] = st
+            if len(images) == 1 and None not in images:
+                out.pretraining_images[pretraining_label(model, norm)] = images.pop()
     detect = [s for s in stages if s.kind == "detect"]
     job = detect[0].out.parent.parent.resolve() if detect else None  # OUTPUT/detect/<leg>
     groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
-    meta = {s.group: (s.model, s.init) for s in detect}
+    meta = {s.group: (s.model, s.init, s.variant) for s in detect}
     by_label = {}
     for g in groups:
         if not g.n or g.name not in meta:
             continue  # an unfinished run: a group of its own, with no numbers
-        backbone, init = meta[g.name]
+        backbone, init, arm = meta[g.name]
         by_label[g.name] = g
         out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
-                                      {k: _portable_units(g.values(k), job) for k in DETECT_METRICS if g.values(k)}))
+                                      {k: _portable_units(g.values(k), job) for k in DETECT_METRICS if g.values(k)},
+                                      arm))
     for model in plan.backbones:
-        pre, scr = by_label.get(group_label(model, "pretrained")), by_label.get(group_label(model, "scratch"))
-        if pre and scr:
-            out.gains += [c for k in COMPARED_METRICS for c in [compare_groups(pre, scr, k)] if c is not None]
-            out.differences[f"{pre.name} vs {scr.name}"] = differing_keys([pre, scr])
-    base = by_label.get(group_label(plan.backbones[0], "pretrained"))
-    for model in plan.backbones[1:]:
-        other = by_label.get(group_label(model, "pretrained"))
-        if base and other:
-            out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
+        for arms in arm_comparisons(plan.arms):
+            ga, gb = by_label.get(group_label(model, arms.a)), by_label.get(group_label(model, arms.b))
+            if ga and gb:
+                out.arms += [c for k in COMPARED_METRICS for c in [compare_groups(ga, gb, k)] if c is not None]
+                out.differences[f"{ga.name} vs {gb.name}"] = differing_keys([ga, gb])  # the runs' saved configs
+                out.factors[f"{ga.name} vs {gb.name}"] = arms.factor
+    for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
+        base = by_label.get(group_label(plan.backbones[0], arm))
+        for model in plan.backbones[1:]:
+            other = by_label.get(group_label(model, arm))
+            if base and other:
+                out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     _degradation(out, [s for s in stages if s.kind == "degradation"])
     out.adjust_family()
     return out
+
+
+def pretraining_label(model: str, norm: str) -> str:
+    """How the summary and results.json name a backbone's pretraining runs with one norm ("resnet101 GN")."""
+    return f"{model} {norm}"
 
 
 def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[str, list[float]]:
@@ -166,9 +184,10 @@ def _degradation(out: JobResults, stages: list[Stage]) -> None:
         train = {k: [r.history["train_error"][-1]] for k, r in done.items()}
         val = {k: [r.top1_error] for k, r in done.items()}
         info = model_info(model)
+        at_chance = [k for k, (v,) in train.items() if v > RECIPE.chance_error - RECIPE.left_chance_by]
         out.degradation.append(DegradationResult(model, info.residual, info.depth, spread(train, RUN),
                                                  spread(val, RUN), {"train": train, "val": val},
-                                                 {k: r.history for k, r in done.items()}))
+                                                 {k: r.history for k, r in done.items()}, at_chance))
     for residual in (False, True):
         nets = sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
                       key=lambda d: d.depth)
@@ -203,28 +222,31 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
         f"embedded default, {manifest['counts']['val']['images']} val images"
     lines = [f"Main job summary -- {where} ({manifest['source']} objects, classes "
              f"{', '.join(manifest['classes'])}); all nets at width {plan.width:g}; {len(plan.pretrain_seeds)} "
-             f"pretraining seed(s) x {len(plan.detect_seeds)} detection seed(s) per backbone:"]
-    for model, st in results.pretraining.items():
-        seen = results.pretraining_images.get(model)
-        lines.append(f"  pretraining {model}: val top-1 error {_pm(st, unit='%')} after {plan.pretrain_epochs:g} "
+             f"pretraining seed(s) x {len(plan.detect_seeds)} detection seed(s) per backbone and pretrained arm, "
+             f"{len(plan.scratch_seeds)} run(s) per scratch arm:"]
+    for label, st in results.pretraining.items():
+        seen = results.pretraining_images.get(label)
+        lines.append(f"  pretraining {label}: val top-1 error {_pm(st, unit='%')} after {plan.pretrain_epochs:g} "
                      f"epochs" + (f" ({seen:,} images)" if seen else ""))
     for g in results.groups:
         s = g.metrics
-        lines.append(f"  {g.name:<22} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
+        lines.append(f"  {g.name:<30} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
                      f"APs/APm/APl {'/'.join(_pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
         ap50 = s.get("AP50")
         if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
             b, w = ap50.sd_between, ap50.sd_within
-            lines.append(f"  {'':<22} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
+            lines.append(f"  {'':<30} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
                          f"within a pretraining seed (detection seeds) {'—' if w is None else f'{w:.1f}'}")
-    for c in results.gains:
-        lines.append(f"  pretrained vs scratch, {c.a}: {c.describe(1)}")
+    for c in results.arms:
+        lines.append(f"  {c.a} vs {c.b} ({results.factors.get(f'{c.a} vs {c.b}', '')}): {c.describe(1)}")
     for c in results.deltas:
         lines.append(f"  {c.a} vs {c.b}: {c.describe()}")
     if any(c.interval is None for c in results.deltas):
-        lines.append("  (no backbone call from one pretraining seed per backbone; `make demo-full` or "
-                     "`tools/main_job.py --pretrain-seeds 0 1 2` gives each comparison its interval)")
-    lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, AP {chance['AP']:.2f}")
+        lines.append("  (no call from one unit per group; `make demo-full` (3 pretraining runs per backbone and "
+                     "norm, 3 runs per scratch arm) gives each comparison its interval)")
+    if chance:
+        lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, "
+                     f"AP {chance['AP']:.2f}")
     if results.degradation:
         lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of "
                      f"{RECIPE.batch} at {plan.pretrain_image_size} px, the same recipe"
@@ -256,59 +278,62 @@ def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
 
 
 def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
-    """Report notes: what was run, and only the statements the numbers above support; causes the job does not
-    measure are said to be not established."""
-    lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
-    notes = [f"The paper's experiment in miniature: {', '.join(plan.backbones)} at width {plan.width:g}, each "
-             f"pretrained for classification ({plan.pretrain_epochs:g} epochs of Fashion-MNIST train items composited "
-             f"on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} seed(s)), then "
-             f"transferred to Faster R-CNN ({plan.detect_iterations} iterations of 2 images, "
-             f"{len(plan.detect_seeds)} detection seed(s) per pretraining seed) beside from-scratch controls with "
-             "the identical detection schedule. Smoke scale on a CPU: compare the rows with each other and with "
-             "chance, not with the paper.",
-             f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each net's "
-             f"reference one ({lrs}), and residual nets start with the last BN of each block at zero.",
-             "Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
-             "detection seeds nested under it; Welch's t on the unit means; n units and df beside it) and P(A > B), "
-             f"the chance that a unit of A beats a unit of B; one family per job ({results.family}, Holm's "
-             "step-down method): a call only when the family-adjusted interval excludes 0."]
+    """Report notes: what was run, and only the statements the numbers above support; what two arms differ in is
+    generated from their runs' config diff; causes the job does not measure are said to be not established."""
+    notes = []
+    if plan.backbones:
+        lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
+        arms = "; ".join(f"{a} ({ARMS[a].role}, {plan.detect_iterations_of(a)} iterations)" for a in plan.arms)
+        notes += [f"The paper's experiment in miniature: {', '.join(plan.backbones)} at width {plan.width:g}, each "
+                  f"pretrained for classification ({plan.pretrain_epochs:g} epochs of Fashion-MNIST train items "
+                  f"composited on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} "
+                  f"seed(s) per norm), then transferred to Faster R-CNN (2 images a batch, "
+                  f"{len(plan.detect_seeds)} detection seed(s) per pretraining seed; {len(plan.scratch_seeds)} "
+                  f"run(s) per scratch arm) in these arms: {arms}. Smoke scale on a CPU: compare the rows with "
+                  "each other and with chance, not with the paper.",
+                  f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each "
+                  f"net's reference one ({lrs}), and residual nets start with the last norm of each block at zero; "
+                  "each pretrained arm pretrains with the norm it is fine-tuned with (GN, or BN for the paper's "
+                  "FrozenBN setting)."]
+    notes.append("Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
+                 "detection seeds nested under it; a from-scratch run is its own unit; Welch's t on the unit means; "
+                 "n units and df beside it) and P(A > B), the chance that a unit of A beats a unit of B; one family "
+                 f"per job ({results.family or 'no comparisons'}, Holm's step-down method): a call only when the "
+                 f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)}.")
     backbone = {g.name: g.backbone for g in results.groups}
-    for c in results.gains:
-        if c.metric != "AP50":
-            continue
-        name = backbone.get(c.a, c.a)
-        differs = what_differs(results.differences.get(f"{c.a} vs {c.b}", {}))
-        if c.call == c.a:
-            notes.append(f"Pretraining raises {name}'s AP50 by {c.delta:.1f} over the from-scratch control "
-                         f"({c.describe(1)}); {differs}.")
-        elif c.call == c.b:
-            notes.append(f"The from-scratch control beats pretraining for {name} by {-c.delta:.1f} AP50 "
-                         f"({c.describe(1)}); {differs}.")
+    for c in results.arms:
+        key = f"{c.a} vs {c.b}"
+        differs = what_differs(results.differences.get(key, {}))
+        head = f"{backbone.get(c.a, c.a)}, {c.a} vs {c.b} (the factor: {results.factors.get(key, '—')})"
+        if c.call is not None:
+            ahead, by = (c.a, c.delta) if c.call == c.a else (c.b, -c.delta)
+            notes.append(f"{head}: {ahead} ahead by {by:.1f} {c.metric} ({c.describe(1)}); {differs}.")
         elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the units, nothing is called
-            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}; {differs}.")
+            notes.append(f"{head}: {c.describe(1)}; {differs}.")
         else:
-            notes.append(f"Pretraining vs scratch for {name}: {c.describe(1)}: no effect of pretraining is "
-                         f"established; {differs}.")
+            notes.append(f"{head}: {c.describe(1)}: no difference is established; {differs}.")
     if any(c.interval is None for c in results.deltas):
         notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
-                     "(the unit that varies a backbone is its pretraining run); `make demo-full` (2 pretraining x 2 "
-                     "detection seeds) or `tools/main_job.py --pretrain-seeds 0 1 2` gives one.")
+                     "(the unit that varies a backbone is its pretraining run); `make demo-full` (3 pretraining runs "
+                     "per backbone and norm) gives one.")
     notes += degradation_notes(results, plan)
     pre = results.pretraining
+    arm_of = {g.name: g.arm for g in results.groups}
     for c in results.deltas:
-        if c.metric != "AP50":
-            continue
         a, b = backbone.get(c.a, c.a), backbone.get(c.b, c.b)
-        order = (f"{a} ahead of {b} by {c.delta:.1f} AP50" if c.delta > 0 else
-                 f"{b} ahead of {a} by {-c.delta:.1f} AP50")
+        arm = arm_of.get(c.a, "")
+        order = (f"{a} ahead of {b} by {c.delta:.1f} {c.metric}" if c.delta > 0 else
+                 f"{b} ahead of {a} by {-c.delta:.1f} {c.metric}")
         if c.call is not None:
-            text = f"Backbones: {order} ({c.describe()})."
+            text = f"Backbones, {arm}: {order} ({c.describe()})."
         else:  # no "ahead": the order is what is not established
-            text = (f"Backbones: {a} minus {b}, {c.describe()}: the order of the two backbones is not "
+            text = (f"Backbones, {arm}: {a} minus {b}, {c.describe()}: the order of the two backbones is not "
                     "established.")
-        if a in pre and b in pre:
-            text += (f" Measured beside it: pretraining top-1 error {a} {pre[a].mean:.1f}%, {b} "
-                     f"{pre[b].mean:.1f}%; AP by object size in the table. This job does not measure what "
+        norm = ARMS[arm].pretrain_norm if arm in ARMS else None
+        pa, pb = pre.get(pretraining_label(a, norm)), pre.get(pretraining_label(b, norm))
+        if pa and pb:
+            text += (f" Measured beside it: pretraining top-1 error ({norm}) {a} {pa.mean:.1f}%, {b} "
+                     f"{pb.mean:.1f}%; AP by object size in the table. This job does not measure what "
                      "causes the difference; no cause is claimed.")
         notes.append(text)
     return notes
@@ -318,6 +343,14 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     """What the degradation experiment shows, whichever way it falls (the paper: the deeper plain net has the higher
     training error, the deeper residual net the lower)."""
     notes = []
+    limit = RECIPE.chance_error - RECIPE.left_chance_by
+    stuck = [f"{d.model} in {len(d.at_chance)} of {len(d.errors.get('train', {}))} seeds" for d in results.degradation
+             if d.at_chance]
+    if results.degradation:
+        notes.append(f"Degradation, the criterion every net must meet: final training error at most {limit:g}% "
+                     f"({RECIPE.left_chance_by:g} points below chance); "
+                     + (f"not met by {', '.join(stuck)}: a comparison with a net that never trained says nothing "
+                        "about depth." if stuck else "met by every net and seed."))
     for c in results.degradation_comparisons:
         kind = "plain" if not model_info(c.a).residual else "residual"
         if c.call is None:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from .comparison import Comparison, Spread, compare, spread
 from .runs import RunResult
 
-__all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "what_differs",
+__all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "config_differences",
+           "what_differs",
            "PRETRAINING_RUN", "RUN"]
 
 _IGNORED_KEYS = ("SEED", "OUTPUT_DIR")
@@ -187,7 +188,13 @@ def compare_groups(a: RunGroup, b: RunGroup, key: str) -> Comparison | None:
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:
     """Config keys (SEED/OUTPUT_DIR aside) whose values differ between the groups: what the comparison varies."""
-    flats = [{k: v for k, v in _flatten(g.first.config).items() if k not in _IGNORED_KEYS} for g in groups]
+    return config_differences(*(g.first.config for g in groups))
+
+
+def config_differences(*configs: dict) -> dict[str, list]:
+    """Dotted config keys (SEED/OUTPUT_DIR aside) whose values differ between the configs -> each config's value
+    ("—" where it lacks the key): the one config diff (the report, the main job's arms before they train)."""
+    flats = [{k: v for k, v in _flatten(c).items() if k not in _IGNORED_KEYS} for c in configs]
     keys = sorted(set().union(*flats)) if flats else []
     return {k: [f.get(k, "—") for f in flats] for k in keys if len({json.dumps(f.get(k), default=str)
                                                                      for f in flats}) > 1}

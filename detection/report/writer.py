@@ -457,7 +457,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         if real in seen:
             raise ValueError(f"run directory {d} is given twice (also as {seen[real]}): it would count as two runs")
         seen[real] = str(d)
-    if not any(is_run_directory(d) for d in run_dirs):  # an empty report, exit 0, was easy to take for a result
+    if (run_dirs or not sections) and not any(is_run_directory(d) for d in run_dirs):  # an empty report, exit 0,
+        #   was easy to take for a result (no runs with sections: the main job's degradation preset)
         raise UsageError(f"no runs found under {', '.join(map(str, run_dirs)) or 'no paths'}: a run directory holds "
                          "config.yaml (an OUTPUT_DIR of tools/train_det.py) or config.json (tools/train_cls.py)"
                          + _runs_below(run_dirs))
@@ -469,7 +470,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     labels = groups
     groups = group_runs(runs, labels)
     sections_md, sections_html, table_json, zoo_json = [], [], {}, {}
-    kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or ["coco"]
+    kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
     csv_rows = []
     for kind in kinds:  # the headline: one row per group, the columns a model-zoo reader knows
         head, rows = _zoo_table([g for g in groups if g.first.kind == kind], kind)

@@ -14,6 +14,7 @@ from detection.main_job.plan import (
     PRESETS,
     MainJobPlan,
     PlanError,
+    check_arms,
     leg_config_files,
     paper_config,
     plan_stages,
@@ -28,26 +29,75 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     pre = [s for s in stages if s.kind == "pretrain"]
     det = [s for s in stages if s.kind == "detect" and s.init == "pretrained"]
     scratch = [s for s in stages if s.init == "scratch"]
-    assert len(pre) == 4 and len(det) == 2 * 2 * 3 and len(scratch) == 2
+    # 2 backbones x 2 norms (GN, BN) x 2 seeds; 2 pretrained arms x 2 x 3 nested; 2 scratch arms x 2 backbones
+    assert len(pre) == 8 and len(det) == 2 * 2 * 2 * 3 and len(scratch) == 2 * 2
     for s in det:
-        assert s.deps == [tmp_path / "pretrain" / f"{s.model}_p{s.pretrain_seed}"]
+        norm = "_gn" if s.variant == "gn_pretrained" else ""
+        assert s.deps == [tmp_path / "pretrain" / f"{s.model}{norm}_p{s.pretrain_seed}"]
         i = s.argv.index("MODEL.WEIGHTS")
         assert s.argv[i + 1] == str(s.deps[0] / "model_final.pth") and s.argv[s.argv.index("SEED") + 1] == \
             str(s.detect_seed)
-    assert {s.group for s in det} == {"vgg16_bn_pretrained", "resnet101_pretrained"}
+    assert {s.group for s in det} == {"vgg16_bn_gn_pretrained", "resnet101_gn_pretrained",
+                                      "vgg16_bn_frozenbn_pretrained", "resnet101_frozenbn_pretrained"}
     assert all(s.iterations == plan.pretrain_iterations() for s in pre)
+    assert sum("norm=GN" in s.argv for s in pre) == 4  # the BN runs keep their command lines (no norm option)
+    assert {s.iterations for s in scratch if s.variant == "gn_scratch_3x"} == {3 * plan.detect_iterations}
     assert plan.pretrain_iterations() == -(-plan.pretrain_items() // plan.pretrain_batch)
-    full = plan_stages(replace(MainJobPlan(), **PRESETS["full"]), tmp_path)
-    assert sorted(s.out.name for s in full if s.init == "scratch") == [  # two seeds: the gain gets an interval
-        "resnet101_scratch_d0", "resnet101_scratch_d1", "vgg16_bn_scratch_d0", "vgg16_bn_scratch_d1"]
-    degradation = [s for s in full if s.kind == "degradation"]
-    assert len(degradation) == 4 * 4  # 4 seeds each; one recipe, pre-activation units for plain and residual nets
-    assert all(s.argv[s.argv.index("--model-option") + 1] == "preact=True" for s in degradation)
-    args = build_parser().parse_args(["--preset", "full", "--no-degradation-preact"])
-    post = plan_stages(plan_from_args(args), tmp_path)
-    assert not any("--model-option" in s.argv for s in post if s.kind == "degradation")  # the paper's 2015 units
     sel = plan_stages(MainJobPlan(selection=True), tmp_path)
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
+
+
+def test_full_preset_has_three_units_per_arm_and_a_longer_scratch_schedule(tmp_path):
+    full = plan_stages(replace(MainJobPlan(), **PRESETS["full"]), tmp_path)
+    for model in ("vgg16_bn", "resnet101"):
+        for norm in ("GN", "BN"):
+            assert len([s for s in full if s.kind == "pretrain" and s.model == model and s.variant == norm]) >= 3
+        for arm in ("gn_scratch", "gn_scratch_3x"):
+            assert len([s for s in full if s.variant == arm and s.model == model]) >= 3
+    lengths = {s.variant: s.iterations for s in full if s.kind == "detect"}
+    assert lengths["gn_scratch_3x"] > lengths["gn_pretrained"] == lengths["frozenbn_pretrained"]
+    assert not any(s.kind == "degradation" for s in full)  # its own preset: each fits 150 minutes
+    degradation = plan_stages(replace(MainJobPlan(), **PRESETS["degradation"]), tmp_path)
+    assert {s.kind for s in degradation} == {"degradation"} and len(degradation) == 4 * 3
+    assert not any("--model-option" in s.argv for s in degradation)  # the paper's 2015 units by default
+    args = build_parser().parse_args(["--preset", "degradation", "--degradation-preact"])
+    assert all("preact=True" in s.argv for s in plan_stages(plan_from_args(args), tmp_path))
+
+
+def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_norm(tmp_path):
+    """Every scratch arm trains GN (BN's batch statistics at 2 images a batch are broken); each arm's overlay sets
+    the norm the arm declares."""
+    from detection.config import get_detection_cfg
+    from detection.main_job.arms import ARMS
+
+    for name, arm in ARMS.items():
+        cfg = get_detection_cfg(leg_config_files("resnet101", arm=name), read_weights=False)
+        assert cfg.MODEL.BACKBONES.NORM == arm.detect_norm, name
+        if not arm.pretrained:
+            assert cfg.MODEL.BACKBONES.NORM not in ("BN", "SyncBN") and cfg.SOLVER.IMS_PER_BATCH < 16
+    for preset in ("full", "demo", "quick"):
+        plan = replace(MainJobPlan(), **PRESETS[preset])
+        assert all(ARMS[a].detect_norm == "GN" for a in plan.arms if not ARMS[a].pretrained), preset
+
+
+def test_compared_arms_differ_only_in_their_factor_and_an_unfair_pair_is_refused(monkeypatch):
+    """The resolved configs of each compared pair of arms differ only in the keys their factor names; an overlay
+    that changes anything else (here: the scratch arm's lr) stops the plan naming the key, unless overridden."""
+    import detection.main_job.plan as plan_module
+
+    assert check_arms(MainJobPlan()) == []
+    real = plan_module.MainJobPlan.detect_args
+
+    def scratch_lr_differs(self, model, arm, weights, seed, out):
+        argv = real(self, model, arm, weights, seed, out)
+        return argv + (["SOLVER.BASE_LR", "0.01"] if arm == "gn_scratch" else [])
+
+    monkeypatch.setattr(plan_module.MainJobPlan, "detect_args", scratch_lr_differs)
+    with pytest.raises(PlanError, match=r"arms gn_pretrained and gn_scratch differ in SOLVER.BASE_LR \(0.005 vs "
+                                        r"0.01\), beyond their factor \(the initialisation"):
+        check_arms(MainJobPlan())
+    overridden = check_arms(MainJobPlan(allow_unfair=True))
+    assert len(overridden) == 2 and all("SOLVER.BASE_LR" in t for t in overridden)  # one per backbone
 
 
 def test_family_conventions_come_from_the_model_registry(tmp_path):
@@ -63,7 +113,8 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
     assert "zero_init_residual=True" not in pre["plain101"] and "zero_init_residual=True" not in pre["vgg16_bn"]
     assert paper_config("vgg16_bn").name == "faster_rcnn_vgg16.yaml"
     assert paper_config("plain101").name == paper_config("resnet101").name == "faster_rcnn_R_101_C4.yaml"
-    assert leg_config_files("resnet101", pretrained=True)[-1].endswith("Embedded-Detection/pretrained.yaml")
+    assert leg_config_files("resnet101", arm="frozenbn_pretrained")[-1].endswith("Embedded-Detection/pretrained.yaml")
+    assert leg_config_files("resnet101", arm="gn_scratch")[-1].endswith("Embedded-Detection/gn.yaml")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -72,6 +123,7 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
     ({"detect_seeds": (0, 0)}, "--detect-seeds lists a seed twice"),
     ({"pretrain_seeds": (-1,)}, "--pretrain-seeds must be >= 0"),
     ({"detect_iterations": 0}, "--detect-iterations must be positive"),
+    ({"arms": ("gn_pretrained", "bn_scratch")}, "--arms 'bn_scratch': not an arm"),
 ])
 def test_a_plan_that_cannot_run_is_refused_naming_the_option(change, message):
     from dataclasses import replace
@@ -103,8 +155,9 @@ def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
     out = tmp_path / "job"
     proc = run_tool("tools/main_job.py", "--dry-run", "--preset", "quick", "--output-dir", out, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "pretrain/vgg16_bn_p0" in proc.stdout and "detect/resnet101_p0_d0" in proc.stdout
-    assert "after pretrain/resnet101_p0" in proc.stdout and "Nothing was run" in proc.stdout
+    assert "pretrain/vgg16_bn_p0" in proc.stdout and "detect/resnet101_frozenbn_pretrained_p0_d0" in proc.stdout
+    assert "after pretrain/resnet101_gn_p0" in proc.stdout and "Nothing was run" in proc.stdout
+    assert "detect/resnet101_gn_scratch_3x_d0" in proc.stdout  # quick runs every arm of full
     minutes = float(proc.stdout.split("[main job] estimated ")[1].split(" min")[0])
     assert minutes > 0 and not out.exists()
     assert "Warning" not in proc.stderr  # fvcore's torch.jit.script and Detectron2's torch.meshgrid: silenced at entry

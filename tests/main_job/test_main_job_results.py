@@ -12,51 +12,63 @@ MANIFEST = {"source": "s", "classes": ["a"], "counts": {"val": {"images": 3}}}
 def _results(r101_ap50: list[float], with_pretraining: bool = True) -> JobResults:
     vgg = {"p0": [95.0, 96.0], "p1": [95.5, 96.5]}
     r101 = {f"p{i}": [v] for i, v in enumerate(r101_ap50)}
-    groups = [GroupResult("vgg16_bn_pretrained", "vgg16_bn", "pretrained", PRE, {"AP50": spread(vgg, PRE)},
-                          {"AP50": vgg}),
-              GroupResult("resnet101_pretrained", "resnet101", "pretrained", PRE, {"AP50": spread(r101, PRE)},
-                          {"AP50": r101})]
-    pre = {"vgg16_bn": spread({"p0": [20.0], "p1": [21.0]}, PRE), "resnet101": spread({"p0": [25.0]}, PRE)}
-    return JobResults(
+    arm = "gn_pretrained"
+    groups = [GroupResult(f"vgg16_bn_{arm}", "vgg16_bn", "pretrained", PRE, {"AP50": spread(vgg, PRE)},
+                          {"AP50": vgg}, arm),
+              GroupResult(f"resnet101_{arm}", "resnet101", "pretrained", PRE, {"AP50": spread(r101, PRE)},
+                          {"AP50": r101}, arm)]
+    pre = {"vgg16_bn GN": spread({"p0": [20.0], "p1": [21.0]}, PRE), "resnet101 GN": spread({"p0": [25.0]}, PRE)}
+    res = JobResults(
         pretraining=pre if with_pretraining else {}, groups=groups,
-        gains=[compare("AP50", "vgg16_bn_pretrained", vgg, PRE, "vgg16_bn_scratch", {"s0": [50.0], "s1": [52.0]}, RUN),
-               compare("AP50", "resnet101_pretrained", r101, PRE, "resnet101_scratch", {"s0": [20.0]}, RUN)],
-        deltas=[compare("AP50", "resnet101_pretrained", r101, PRE, "vgg16_bn_pretrained", vgg, PRE)])
+        arms=[compare("AP50", "vgg16_bn_gn_pretrained", vgg, PRE, "vgg16_bn_gn_scratch", {"s0": [50.0], "s1": [52.0]},
+                      RUN),
+              compare("AP50", "resnet101_gn_pretrained", r101, PRE, "resnet101_gn_scratch", {"s0": [20.0]}, RUN)],
+        deltas=[compare("AP50", "resnet101_gn_pretrained", r101, PRE, "vgg16_bn_gn_pretrained", vgg, PRE)],
+        factors={"vgg16_bn_gn_pretrained vs vgg16_bn_gn_scratch": "the initialisation"},
+        differences={"vgg16_bn_gn_pretrained vs vgg16_bn_gn_scratch": {"MODEL.WEIGHTS": ["job/p0/model.pth", ""]},
+                     "resnet101_gn_pretrained vs resnet101_gn_scratch": {
+                         "MODEL.WEIGHTS": ["job/p0/model.pth", ""], "MODEL.BACKBONES.NORM": ["GN", "BN"]}})
+    res.adjust_family()
+    return res
 
 
 def test_notes_make_a_claim_only_when_its_interval_supports_it():
     plan = MainJobPlan()
     far = " ".join(generated_notes(_results([80.0, 80.5, 79.5]), plan))
-    assert "Pretraining raises vgg16_bn's AP50 by 44.8" in far and "95% CI [+34.6, +54.9]" in far
-    assert "resnet101_scratch has one run: its spread is unknown" in far  # one scratch run: no interval, no call
-    assert "Pretraining raises resnet101" not in far
-    assert "vgg16_bn ahead of resnet101 by 15.8 AP50" in far and "vgg16_bn_pretrained ahead" in far
-    assert "no cause is claimed" in far and "pretraining top-1 error resnet101 25.0%" in far
+    assert ("vgg16_bn, vgg16_bn_gn_pretrained vs vgg16_bn_gn_scratch (the factor: the initialisation): "
+            "vgg16_bn_gn_pretrained ahead by 44.8 AP50") in far
+    assert "the two differ only in the initialisation (MODEL.WEIGHTS)" in far  # generated from the config diff
+    assert "the two differ in MODEL.WEIGHTS job/p0/model.pth vs \"\"; MODEL.BACKBONES.NORM GN vs BN" in far
+    assert "resnet101_gn_scratch has one run: its spread is unknown" in far  # one scratch run: no interval, no call
+    assert "resnet101_gn_pretrained ahead" not in far
+    assert "vgg16_bn ahead of resnet101 by 15.8 AP50" in far and "vgg16_bn_gn_pretrained ahead" in far
+    assert "Holm step-down over 3" in far and "the job's 3 comparisons" in far
+    assert "no cause is claimed" in far and "pretraining top-1 error (GN) resnet101 25.0%" in far
     close = " ".join(generated_notes(_results([95.0, 97.0]), plan))
     assert "order of the two backbones is not established" in close
     vgg_close = _results([95.0, 97.0])
-    vgg_close.gains[0] = compare("AP50", "vgg16_bn_pretrained", {"p0": [95.0], "p1": [96.0]}, PRE,
-                                 "vgg16_bn_scratch", {"s0": [90.0], "s1": [97.0]}, RUN)
-    assert "no effect of pretraining is established" in " ".join(generated_notes(vgg_close, plan))
+    vgg_close.arms[0] = compare("AP50", "vgg16_bn_gn_pretrained", {"p0": [95.0], "p1": [96.0]}, PRE,
+                                "vgg16_bn_gn_scratch", {"s0": [90.0], "s1": [97.0]}, RUN)
+    assert "no difference is established" in " ".join(generated_notes(vgg_close, plan))
     scratch_wins = _results([95.0, 97.0])
-    scratch_wins.gains[0] = compare("AP50", "vgg16_bn_pretrained", {"p0": [80.0], "p1": [81.0]}, PRE,
-                                    "vgg16_bn_scratch", {"s0": [90.0], "s1": [91.0]}, RUN)
-    assert "The from-scratch control beats pretraining for vgg16_bn by 10.0 AP50" in " ".join(
-        generated_notes(scratch_wins, plan))
+    scratch_wins.arms[0] = compare("AP50", "vgg16_bn_gn_pretrained", {"p0": [80.0], "p1": [81.0]}, PRE,
+                                   "vgg16_bn_gn_scratch", {"s0": [90.0], "s1": [91.0]}, RUN)
+    assert "vgg16_bn_gn_scratch ahead by 10.0 AP50" in " ".join(generated_notes(scratch_wins, plan))
     bare = " ".join(generated_notes(_results([95.0, 97.0], with_pretraining=False), plan))
     assert "Measured beside it" not in bare  # no pretraining numbers: nothing said about them
+    assert "differ only in the initialisation" not in " ".join(generated_notes(JobResults(), plan))
 
 
 def test_summary_gives_each_comparison_its_interval_and_says_when_one_seed_allows_no_call():
     plan = MainJobPlan()
     lines = summary_lines(_results([80.0, 80.5, 79.5]), plan, {"AP50": 0.3, "AP": 0.1}, MANIFEST)
     text = "\n".join(lines)
-    assert "resnet101_pretrained vs vgg16_bn_pretrained: ΔAP50 -15.75, 95% CI [" in text
-    assert "-- vgg16_bn_pretrained ahead" in text and "chance level" in text
-    assert "no backbone call from one pretraining seed" not in text
+    assert "resnet101_gn_pretrained vs vgg16_bn_gn_pretrained: ΔAP50 -15.75, 95% CI [" in text
+    assert "-- vgg16_bn_gn_pretrained ahead" in text and "chance level" in text and "df " in text
+    assert "no call from one unit per group" not in text
     one = summary_lines(_results([80.0]), plan, {"AP50": 0.3, "AP": 0.1}, MANIFEST)
-    assert any("no call: resnet101_pretrained has one pretraining run" in ln for ln in one)
-    assert any("no backbone call from one pretraining seed" in ln for ln in one)
+    assert any("no call: resnet101_gn_pretrained has one pretraining run" in ln for ln in one)
+    assert any("no call from one unit per group" in ln for ln in one)
 
 
 def test_degradation_notes_say_what_the_depth_comparisons_show_whichever_way_they_fall():

@@ -13,9 +13,12 @@ from .stats import compare
 
 __all__ = ["MAIN_JOB_LEGS", "iteration_gmacs", "profile_ops", "bench_main_job"]
 
-# the legs timed: (backbone, pretrained); their configs are the main job's (plan.leg_config_files)
-MAIN_JOB_LEGS = {"vgg16_bn_pretrained": ("vgg16_bn", True), "resnet101_pretrained": ("resnet101", True),
-                 "resnet101_scratch": ("resnet101", False)}
+# the legs timed: (backbone, arm of detection/main_job/arms.py); their configs are the main job's
+# (plan.leg_config_files)
+MAIN_JOB_LEGS = {"vgg16_bn_pretrained": ("vgg16_bn", "frozenbn_pretrained"),
+                 "resnet101_pretrained": ("resnet101", "frozenbn_pretrained"),
+                 "resnet101_gn_pretrained": ("resnet101", "gn_pretrained"),
+                 "resnet101_scratch": ("resnet101", "gn_scratch")}
 
 
 class _OnAList(nn.Module):
@@ -62,11 +65,11 @@ def profile_ops(step: Callable, top: int = 12) -> list[dict]:
              "share": round(e.self_cpu_time_total / total, 3)} for e in events[:top]]
 
 
-def _leg_row(name: str, pretrained: bool, peak: float, repeats: int) -> dict:
+def _leg_row(name: str, arm: str, peak: float, repeats: int) -> dict:
     from backbones.blocks import set_norm_folding
     from detection.main_job.leg import build_detection_leg
 
-    leg = build_detection_leg(name, pretrained=pretrained)
+    leg = build_detection_leg(name, arm=arm)
     gmacs = iteration_gmacs(leg.model, leg.cfg)
 
     def step(fold: bool):
@@ -89,6 +92,6 @@ def bench_main_job(repeats: int) -> dict:
     out = {"conditions": "one training step (data, forward, backward, the Trainer's optimizer) of each main-job leg "
                          "as detection/main_job/leg.py builds it: 2 embedded images at 128 px, width 0.25",
            "matmul_peak_gflops": peak}
-    for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
-        out[leg] = _leg_row(name, pretrained, peak, repeats)
+    for leg, (name, arm) in MAIN_JOB_LEGS.items():
+        out[leg] = _leg_row(name, arm, peak, repeats)
     return out

@@ -154,11 +154,14 @@ def bench_main_job_detect_vs_commit(repeats: int, iterations: int = 5, commit: s
                          "ratio = the baseline's seconds / current seconds",
            "baseline_commit": baseline.name, "current": code_version(repo)}
     logs, digests = work_dir / "workers", {}  # digests by dataset root: each read once, whatever the legs
-    for leg, (name, pretrained) in MAIN_JOB_LEGS.items():
+    from detection.main_job.arms import ARMS
+
+    for leg, (name, arm) in MAIN_JOB_LEGS.items():
+        pretrained = ARMS[arm].detect_norm == "FrozenBN"  # the worker's --pretrained: FrozenBN given scales
         if legs is not None and leg not in legs:
             continue
         # relative to the checkout, so that each worker reads them from its own tree
-        files = [os.path.relpath(f, repo) for f in leg_config_files(name, pretrained=pretrained)]
+        files = [os.path.relpath(f, repo) for f in leg_config_files(name, arm=arm)]
         workers = {}
         try:
             workers["baseline"] = LegWorker(baseline, name, files, pretrained, iterations, threads,

@@ -1,0 +1,85 @@
+"""The arms of the transfer comparison -- how a detection leg's backbone starts, which norm it trains, which stages
+it freezes, how long it trains -- and the comparisons between them, each with the factor the report names.
+
+The design is Rethinking ImageNet Pre-training's (He, Girshick & Dollar 2018): the primary comparison is
+pretrained vs from scratch with the *same* trainable norm that works at the detection batch of 2 images -- GroupNorm
+(Wu & He 2018; BN's batch statistics at 2 images are what that paper shows broken) -- pretrained with the norm it is
+fine-tuned with, nothing frozen in either arm; scratch also at 3x the schedule, to ask whether it catches up with
+more iterations. The paper's own setting (BN pretraining, BN frozen at its statistics, stem + res2 frozen) is a
+named secondary arm: its comparison with the primary pretrained arm names the norm as the factor.
+
+`ArmComparison.allowed` lists the config keys its two arms may differ in; `unfair_keys` finds any other key that
+differs in the two legs' resolved configs, and the plan refuses such a comparison before anything trains (naming
+the keys) unless the user overrides it, which the report then prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Arm", "ARMS", "ArmComparison", "ARM_COMPARISONS", "PRIMARY_ARM", "PAPER_ARM", "arm_comparisons",
+           "unfair_keys"]
+
+SCHEDULE_KEYS = frozenset({"SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD"})
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: what its legs' configs set beyond the shared ones (configs/Embedded-Detection/<overlay>)."""
+
+    name: str  # in group labels and stage directories (`<backbone>_<name>`)
+    init: str  # "pretrained" / "scratch"
+    overlay: str  # configs/Embedded-Detection/<overlay>, after smoke.yaml: the norm and what is frozen
+    detect_norm: str  # MODEL.BACKBONES.NORM the overlay sets (tests check that it does)
+    pretrain_norm: str | None  # the norm its pretraining net trains with (None: from scratch)
+    schedule: int  # multiple of the plan's detection iterations
+    role: str  # what the report calls it
+
+    @property
+    def pretrained(self) -> bool:
+        return self.init == "pretrained"
+
+
+ARMS = {a.name: a for a in (
+    Arm("gn_pretrained", "pretrained", "gn.yaml", "GN", "GN", 1, "like-for-like: GN pretrained and fine-tuned"),
+    Arm("gn_scratch", "scratch", "gn.yaml", "GN", None, 1, "like-for-like control: GN from scratch, same schedule"),
+    Arm("gn_scratch_3x", "scratch", "gn.yaml", "GN", None, 3,
+        "like-for-like control: GN from scratch, 3x the schedule"),
+    Arm("frozenbn_pretrained", "pretrained", "pretrained.yaml", "FrozenBN", "BN", 1,
+        "paper setting: BN pretrained, frozen in detection with stem + res2"),
+)}
+PRIMARY_ARM = "gn_pretrained"
+PAPER_ARM = "frozenbn_pretrained"
+
+
+@dataclass(frozen=True)
+class ArmComparison:
+    """Arm a vs arm b of one backbone: the factor the report names, and the config keys that factor may change."""
+
+    a: str
+    b: str
+    factor: str
+    allowed: frozenset[str]
+
+
+ARM_COMPARISONS = (
+    ArmComparison("gn_pretrained", "gn_scratch", "the initialisation (pretrained vs from scratch)",
+                  frozenset({"MODEL.WEIGHTS"})),
+    ArmComparison("gn_pretrained", "gn_scratch_3x",
+                  "the initialisation, with 3x the schedule from scratch (does scratch catch up?)",
+                  frozenset({"MODEL.WEIGHTS"}) | SCHEDULE_KEYS),
+    ArmComparison("frozenbn_pretrained", "gn_pretrained",
+                  "the norm: BN pretraining, frozen with stem + res2 in detection (paper) vs GN throughout",
+                  frozenset({"MODEL.WEIGHTS", "MODEL.BACKBONES.NORM", "MODEL.BACKBONES.FREEZE_AT"})),
+)
+
+
+def arm_comparisons(arms: tuple[str, ...]) -> list[ArmComparison]:
+    """The comparisons whose two arms are both in the plan."""
+    return [c for c in ARM_COMPARISONS if c.a in arms and c.b in arms]
+
+
+def unfair_keys(differences: dict[str, list], comparison: ArmComparison) -> list[str]:
+    """Config keys whose values differ between the two arms' legs (report.groups.differing_keys) beyond what the
+    comparison's factor may change."""
+    return sorted(k for k in differences if k not in comparison.allowed)
