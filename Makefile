@@ -28,14 +28,15 @@ test-d2main: setup
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
 
-# The main job's presets (detection/main_job/plan.py PRESETS). demo: one seed per leg, about 20 minutes on 2 cores;
-# demo-full: the converged comparison, 2 pretraining x 2 detection seeds, with the degradation experiment (~2.3 h);
-# demo-quick: the smoke path, the whole pipeline in a few minutes, not converged.
+# The main job's presets (detection/main_job/plan.py PRESETS). demo: the primary arms, one seed per leg, about 20
+# minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
+# experiment (3 seeds), two jobs of at most 150 minutes each; demo-quick: every arm at smoke scale, not converged.
 demo: setup
 	$(PY) tools/main_job.py --preset demo
 
 demo-full: setup
 	$(PY) tools/main_job.py --preset full
+	$(PY) tools/main_job.py --preset degradation
 
 demo-quick: setup
 	$(PY) tools/main_job.py --preset quick

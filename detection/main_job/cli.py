@@ -47,6 +47,7 @@ from .results import (
     degradation_table,
     generated_notes,
     job_results,
+    layer_mean,
     summary_lines,
 )
 
@@ -304,16 +305,39 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     return 0
 
 
-def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report: Path) -> list[ReportSection]:
+LAYER_RESPONSE_IMAGES = 500  # val items each degradation net's Fig. 7 responses are measured on
+
+
+def _layer_responses(plan: MainJobPlan, stages: list[Stage], out: Path) -> dict[str, dict[str, list]]:
+    """Fig. 7 for every finished degradation run: {model: {run: [(3x3 layer, std of its response)]}} on the first
+    LAYER_RESPONSE_IMAGES val items, each net as its run built it (the checkpoint says which units)."""
+    from backbones.convert import load_model
+    from classification.analysis.layer_response import layer_response_std
+    from classification.engine.run_files import FINAL_CHECKPOINT, read_classification_run
+    from classification.engine.trainer import ClsConfig, build_datasets
+
+    done = [s for s in stages if s.kind == "degradation" and read_classification_run(s.out).finished]
+    if not done:
+        return {}
+    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
+                                   val_samples=plan.pretrain_val_images, workers=0, output_dir=str(out)))[1]
+    responses: dict[str, dict[str, list]] = {}
+    for s in done:
+        net = load_model(s.out / FINAL_CHECKPOINT)[2]
+        responses.setdefault(s.model, {})[s.out.name] = layer_response_std(net, val,
+                                                                            max_images=LAYER_RESPONSE_IMAGES)
+    return responses
+
+
+def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report: Path,
+                         responses: dict[str, dict[str, list]]) -> list[ReportSection]:
     """The degradation experiment's report section: Figs. 1/6 (training and val error against iterations, first
-    seed of each net) and Fig. 7 (the std of each 3x3 layer's response on the val items), the summary's lines."""
+    seed of each net) and Fig. 7 (the std of each 3x3 layer's response on the val items, first seed; the
+    comparisons over every seed are in the job's family), the summary's lines."""
     if not results.degradation:
         return []
-    from backbones.convert import load_model
     from classification.analysis.degradation import plot_curves
-    from classification.analysis.layer_response import layer_response_std, plot_layer_responses
-    from classification.engine.run_files import FINAL_CHECKPOINT
-    from classification.engine.trainer import ClsConfig, build_datasets
+    from classification.analysis.layer_response import plot_layer_responses
 
     report.mkdir(parents=True, exist_ok=True)
     first = {d.model: next(iter(d.histories.items())) for d in results.degradation if d.histories}
@@ -321,13 +345,8 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
                 title=f"embedded composites, {plan.degradation_iterations} iterations of {RECIPE.batch}, "
                       f"lr {RECIPE.lr:g}"
                       f"{', pre-activation units' if plan.degradation_preact else ''}")
-    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
-                                   val_samples=plan.pretrain_val_images, workers=0, output_dir=str(report)))[1]
-    responses = {}
-    for model, (run, _) in first.items():  # each net as its run built it (pre-activation units: the checkpoint says)
-        net = load_model(next(s.out for s in stages if s.out.name == run) / FINAL_CHECKPOINT)[2]
-        responses[model] = layer_response_std(net, val, max_images=500)
-    plot_layer_responses(responses, str(report / "layer_responses.png"))
+    plot_layer_responses({m: responses[m][run] for m, (run, _) in first.items() if run in responses.get(m, {})},
+                         str(report / "layer_responses.png"))
     seeds = len(plan.degradation_seeds)
     return [ReportSection(  # what it shows is in the report's notes (degradation_notes)
         "Degradation (paper Figs. 1, 6, 7)", table=degradation_table(results),
@@ -337,7 +356,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
         figures=(("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),
                  ("layer_responses.png", "std of each 3x3 layer's response (after BN, before the addition and ReLU; "
                                          "in pre-activation units the 3x3 convs a BN of their unit follows) "
-                                         "on 500 val items")))]
+                                         f"on {LAYER_RESPONSE_IMAGES} val items, first seed")))]
 
 
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:
@@ -351,13 +370,15 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     dataset = "embedded_train_holdout" if plan.selection else "embedded_val"
     runs = [s for s in stages if s.kind == "detect"]
     chance = chance_ap(dataset) if runs else None
-    results = job_results(stages, plan)
+    responses = _layer_responses(plan, stages, out / "report")
+    results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
+                                         for m, runs in responses.items()})
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
                          notes=notes, chance={dataset: chance} if chance else None,
-                         sections=_degradation_section(results, plan, stages, out / "report"),
+                         sections=_degradation_section(results, plan, stages, out / "report", responses),
                          comparisons=results.lookup)  # the table prints the job's family, adjusted as one
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")

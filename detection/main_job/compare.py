@@ -119,7 +119,8 @@ def _stages(job: Path) -> dict[str, Path]:
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-COMPARISON_KINDS = ("deltas", "arms", "gains", "degradation_comparisons", "interactions")  # results.json lists
+COMPARISON_KINDS = ("deltas", "arms", "gains", "degradation_comparisons", "interactions",
+                    "layer_response_comparisons")  # results.json lists
 #   ("gains": pretrained vs scratch in jobs written before the arms)
 
 
@@ -133,6 +134,9 @@ def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
         if kind == "degradation_comparisons":
             return compare(metric, a, nets[a]["errors"]["train"], "run", b, nets[b]["errors"]["train"], "run",
                            higher_is_better=False)
+        if kind == "layer_response_comparisons":
+            lr = res["layer_responses"]
+            return compare(metric, a, lr[a], "run", b, lr[b], "run", higher_is_better=False)
         if kind == "interactions":
             p_deep, p_shallow, r_deep, r_shallow = (nets[m]["errors"]["train"] for m in res["interaction_terms"][index])
             return contrast(metric, a, (p_deep, p_shallow), b, (r_deep, r_shallow), "run", higher_is_better=False)

@@ -18,9 +18,9 @@ from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons
 from .plan import MainJobPlan, Stage, group_label
 
-__all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "summary_lines", "generated_notes",
-           "degradation_lines", "degradation_table", "degradation_comparison_lines", "degradation_notes", "chance_ap",
-           "DETECT_METRICS", "COMPARED_METRICS"]
+__all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
+           "generated_notes", "degradation_lines", "degradation_table", "degradation_comparison_lines",
+           "degradation_notes", "chance_ap", "DETECT_METRICS", "COMPARED_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 # The metric the job's comparisons decide on, declared before any run: AP50 (the embedded set's objects are 48-96 px
@@ -69,6 +69,9 @@ class JobResults:
     degradation: list[DegradationResult] = field(default_factory=list)
     degradation_comparisons: list[Comparison] = field(default_factory=list)  # deeper vs shallower, training error
     interactions: list[Comparison] = field(default_factory=list)  # depth x shortcut: plain's depth effect - residual's
+    layer_responses: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # net -> run -> [mean over its
+    #   3x3 layers of the std of their responses] (Fig. 7)
+    layer_response_comparisons: list[Comparison] = field(default_factory=list)  # residual vs plain, each depth
     interaction_terms: list[tuple[str, str, str, str]] = field(default_factory=list)  # its nets: plain deep, plain
     #   shallow, residual deep, residual shallow (tools/compare_jobs.py recomputes the contrast from them)
     differences: dict[str, dict[str, list]] = field(default_factory=dict)  # "A vs B" -> config key -> [A's, B's]
@@ -79,11 +82,12 @@ class JobResults:
 
     def comparisons(self) -> list[Comparison]:
         """Everything the job prints that makes a call: its one family."""
-        return [*self.arms, *self.deltas, *self.degradation_comparisons, *self.interactions]
+        return [*self.arms, *self.deltas, *self.degradation_comparisons, *self.interactions,
+                *self.layer_response_comparisons]
 
     def adjust_family(self) -> None:
         """Holm over every comparison the job prints (summary, notes, the report's table), one family per job."""
-        kinds = ("arms", "deltas", "degradation_comparisons", "interactions")
+        kinds = ("arms", "deltas", "degradation_comparisons", "interactions", "layer_response_comparisons")
         sizes = [len(getattr(self, k)) for k in kinds]
         self.family = f"the job's {sum(sizes)} comparisons"
         adjusted = adjust(self.comparisons(), self.family)
@@ -104,14 +108,21 @@ class JobResults:
     def to_json(self) -> dict:
         """Every field, and each comparison's call (a property asdict leaves out)."""
         out = asdict(self)
-        for key in ("arms", "deltas", "degradation_comparisons", "interactions"):
+        for key in ("arms", "deltas", "degradation_comparisons", "interactions", "layer_response_comparisons"):
             for c, d in zip(getattr(self, key), out[key]):
                 d["call"] = c.call
         return out
 
 
-def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
-    """Everything the summary and the notes say, as numbers read from the runs (run_files and report.runs)."""
+def layer_mean(responses: list[tuple[str, float]]) -> float:
+    """A net's Fig. 7 figure for a comparison: the mean over its 3x3 layers of the std of their responses."""
+    return sum(s for _, s in responses) / len(responses)
+
+
+def job_results(stages: list[Stage], plan: MainJobPlan,
+                layer_responses: dict[str, dict[str, float]] | None = None) -> JobResults:
+    """Everything the summary and the notes say, as numbers read from the runs (run_files and report.runs);
+    layer_responses: {net: {run: layer_mean}} of the degradation runs (Fig. 7, measured by the caller)."""
     out = JobResults()
     for model in plan.backbones:
         for norm in plan.pretrain_norms():
@@ -154,6 +165,7 @@ def job_results(stages: list[Stage], plan: MainJobPlan) -> JobResults:
             if base and other:
                 out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     _degradation(out, [s for s in stages if s.kind == "degradation"])
+    _layer_response_comparisons(out, layer_responses or {})
     out.adjust_family()
     return out
 
@@ -207,6 +219,21 @@ def _degradation(out: JobResults, stages: list[Stage]) -> None:
         if c is not None:
             out.interactions.append(c)
             out.interaction_terms.append((p_deep.model, p_shallow.model, r_deep.model, r_shallow.model))
+
+
+def _layer_response_comparisons(out: JobResults, responses: dict[str, dict[str, float]]) -> None:
+    """Fig. 7's claim as calls: at each depth with both kinds of net, the residual net's mean layer response
+    against the plain net's, seeds as units (the paper: residual responses are generally smaller)."""
+    out.layer_responses = {m: {run: [v] for run, v in runs.items()} for m, runs in responses.items()}
+    nets = [d for d in out.degradation if d.model in out.layer_responses]
+    for depth in sorted({d.depth for d in nets}):
+        residual = next((d for d in nets if d.depth == depth and d.residual), None)
+        plain = next((d for d in nets if d.depth == depth and not d.residual), None)
+        if residual and plain:
+            c = compare("layer response std", residual.model, out.layer_responses[residual.model], RUN, plain.model,
+                        out.layer_responses[plain.model], RUN, higher_is_better=False)
+            if c is not None:
+                out.layer_response_comparisons.append(c)
 
 
 def _pm(stat: Spread | None, nd: int = 1, unit: str = "", *, sd: bool = True, runs: bool = True) -> str:
@@ -264,7 +291,8 @@ def degradation_lines(results: JobResults) -> list[str]:
 
 def degradation_comparison_lines(results: JobResults) -> list[str]:
     return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons] + [
-        f"depth x shortcut interaction, ({c.a}) - ({c.b}): {c.describe()}" for c in results.interactions]
+        f"depth x shortcut interaction, ({c.a}) - ({c.b}): {c.describe()}" for c in results.interactions] + [
+        f"Fig. 7, {c.a} vs {c.b}: {c.describe(3)}" for c in results.layer_response_comparisons]
 
 
 def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
@@ -379,6 +407,11 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
             text = "no interaction of depth and shortcuts is established"
         notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {c.describe()}: "
                      f"{text}.")
+    for c in results.layer_response_comparisons:  # Fig. 7: residual responses generally smaller than plain ones
+        text = ("the residual net's responses are smaller, as the paper's Fig. 7" if c.call == c.a else
+                "the plain net's responses are smaller, against the paper's Fig. 7" if c.call == c.b else
+                "no difference in response size is established")
+        notes.append(f"Layer responses (Fig. 7), {c.a} vs {c.b}: {c.describe(3)}: {text}.")
     return notes
 
 

@@ -65,8 +65,13 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     # the like-for-like pair differs in MODEL.WEIGHTS alone, in the configs the runs saved
     assert list(results["differences"]["resnet101_gn_pretrained vs resnet101_gn_scratch"]) == ["MODEL.WEIGHTS"]
     assert "differ only in the initialisation (MODEL.WEIGHTS)" in md
-    family = results["arms"] + results["deltas"] + results["degradation_comparisons"] + results["interactions"]
+    family = results["arms"] + results["deltas"] + results["degradation_comparisons"] + results["interactions"] + \
+        results["layer_response_comparisons"]
     assert len(results["arms"]) == 2 * 3 and len(results["deltas"]) == 2 and len(results["interactions"]) == 1
+    # Fig. 7 as calls: the residual net against the plain net at each depth, over the seeds
+    assert [(c["a"], c["b"]) for c in results["layer_response_comparisons"]] == [
+        ("cifar_resnet20", "cifar_plain20"), ("cifar_resnet56", "cifar_plain56")]
+    assert set(results["layer_responses"]["cifar_plain56"]) == {"cifar_plain56_s0", "cifar_plain56_s1"}
     assert all(c["adjustment"]["method"] == "Holm step-down" and c["adjustment"]["size"] == len(family)
                for c in family)
     delta = results["deltas"][0]  # one pretraining seed: no interval, no call, and the summary says so
@@ -112,6 +117,6 @@ def test_the_degradation_preset_is_a_job_of_its_own_with_a_report(tmp_path):
     assert config["model_options"] == {}  # the registry's defaults: the 2015 units
     results = json.loads((out / "results.json").read_text())
     assert results["groups"] == [] and len(results["degradation_comparisons"]) == 2
-    assert results["interactions"][0]["adjustment"]["size"] == 3
+    assert results["interactions"][0]["adjustment"]["size"] == 2 + 1 + 2  # depths, interaction, Fig. 7
     md = (out / "report" / "report.md").read_text()
     assert "## Degradation (paper Figs. 1, 6, 7)" in md and "box AP" not in md
