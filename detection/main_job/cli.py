@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = MainJobPlan()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
-                    help="demo (make demo, default): the primary arms, one seed per leg, ~20 min on 2 cores; full "
+                    help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
+                         "seed per leg, ~12 min on 2 cores; full "
                          "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
                          "degradation experiment alone, 3 seeds, <= 150 min; quick (make demo-quick): every arm at "
                          "smoke scale, not converged. Options below override the preset")
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "full: 0 1 2)")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
                     help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
-                         "gn_pretrained gn_scratch)")
+                         "frozenbn_pretrained gn_scratch)")
     ap.add_argument("--allow-unfair-arms", action="store_true",
                     help="run compared arms whose configs differ in keys their factor does not name (the job stops "
                          "naming them otherwise); the report prints the differences")
