@@ -28,8 +28,8 @@ test-d2main: setup
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
 
-# The main job's presets (detection/main_job/plan.py PRESETS). demo: the primary arms, one seed per leg, about 20
-# minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
+# The main job's presets (detection/main_job/plan.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
+# control as rows, one seed per leg, about 12 minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
 # experiment (3 seeds), two jobs of at most 150 minutes each; demo-quick: every arm at smoke scale, not converged.
 demo: setup
 	$(PY) tools/main_job.py --preset demo

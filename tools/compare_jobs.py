@@ -5,8 +5,8 @@
 
 For runs of the same job at another thread count (`tools/main_job.py --jobs 1 --threads 2`), on another machine
 or with another torch build. Stages are matched by name; stages that ran other settings are named (not compared as
-noise); verdicts are recomputed in each job with the one statistic (a call only when the 95% interval over the
-pretraining runs excludes 0).
+noise); verdicts are recomputed in each job with the one statistic (a call only when the interval over the
+pretraining runs, Holm-adjusted over the job's family, excludes 0).
 """
 
 import argparse

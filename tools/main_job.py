@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The README's main job: pretrain VGG-16(BN) and ResNet-101 at reduced width, transfer each into Faster R-CNN beside
-from-scratch controls, and report -- the paper's Tables 7/8 question in miniature (detection/main_job/).
+"""The README's main job: pretrain VGG-16(BN) and ResNet-101 at reduced width, transfer each into Faster R-CNN in
+the arms of detection/main_job/arms.py (GN pretrained vs GN from scratch at 1x and 3x, the paper's FrozenBN
+setting), and report -- the paper's Tables 7/8 question in miniature (detection/main_job/).
 
-    tools/main_job.py                    # --preset demo (make demo): one seed per leg, ~20 min on 2 cores
-    tools/main_job.py --preset full      # make demo-full: 2 x 2 seeds, converged, + the degradation experiment
-    tools/main_job.py --preset quick     # make demo-quick: the smoke path, not converged
+    tools/main_job.py                       # --preset demo (make demo): FrozenBN arm + GN scratch, ~12 min on 2 cores
+    tools/main_job.py --preset full         # make demo-full, part 1: every arm, 3 units each, <= 150 min
+    tools/main_job.py --preset degradation  # make demo-full, part 2: the degradation experiment, 3 seeds
+    tools/main_job.py --preset quick        # make demo-quick: every arm at smoke scale, not converged
     tools/main_job.py --dry-run          # the stages and the estimated minutes (measured step times); runs nothing
     tools/main_job.py --selection        # the same job on held-out training data (how the schedules were chosen)
     tools/main_job.py --fresh            # start over (deletes only what the job made)

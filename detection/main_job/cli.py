@@ -42,6 +42,7 @@ from .plan import (
 )
 from .project import project_files
 from .results import (
+    COMPARED_METRICS,
     chance_ap,
     degradation_comparison_lines,
     degradation_table,
@@ -380,7 +381,8 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
                          notes=notes, chance={dataset: chance} if chance else None,
                          sections=_degradation_section(results, plan, stages, out / "report", responses),
-                         comparisons=results.lookup)  # the table prints the job's family, adjusted as one
+                         comparisons=results.lookup,  # the table prints the job's family, adjusted as one
+                         compared_metric=COMPARED_METRICS[0])
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON

@@ -119,8 +119,9 @@ def _stages(job: Path) -> dict[str, Path]:
             for d in sorted((job / kind).iterdir()) if d.is_dir()}
 
 
-COMPARISON_KINDS = ("deltas", "arms", "gains", "degradation_comparisons", "interactions",
-                    "layer_response_comparisons")  # results.json lists
+# results.json's lists, in the order JobResults.comparisons() adjusts them (ties keep this order: the same ranks)
+COMPARISON_KINDS = ("arms", "gains", "deltas", "degradation_comparisons", "interactions",
+                    "layer_response_comparisons")
 #   ("gains": pretrained vs scratch in jobs written before the arms)
 
 

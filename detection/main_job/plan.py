@@ -78,7 +78,7 @@ class MainJobPlan:
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
     arms: tuple[str, ...] = tuple(ARMS)  # arms.ARMS: like-for-like GN (pretrained, scratch 1x and 3x), the paper's
     scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # backbones with from-scratch arms
-    scratch_seeds: tuple[int, ...] = (0,)  # their seeds: two or more give the gain over scratch an interval
+    scratch_seeds: tuple[int, ...] = (0,)  # their seeds: two or more give the scratch arms' comparisons an interval
     allow_unfair: bool = False  # run compared arms whose configs differ beyond their factor (the report says so)
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
@@ -153,6 +153,15 @@ class MainJobPlan:
         return self.detect_iterations * ARMS[arm].schedule
 
     def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path) -> list[str]:
+        """tools/train_det.py's command line of a detection leg: its config files, then its overrides."""
+        configs, opts = self.detect_config(model, arm, weights, seed, out)
+        return [str(project_files().tool("train_det.py")), *[a for c in configs for a in ("--config-file", c)],
+                *opts]
+
+    def detect_config(self, model: str, arm: str, weights: Path | None, seed: int,
+                      out: Path) -> tuple[list[str], list[str]]:
+        """(config files, KEY VALUE overrides) of a detection leg: what its stage runs and what check_arms
+        resolves."""
         configs = leg_config_files(model, arm=arm)
         n = self.detect_iterations_of(arm)
         schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
@@ -161,15 +170,16 @@ class MainJobPlan:
                     str(max(1, n // 2))]
         data = (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
                 if self.selection else [])
-        return [str(project_files().tool("train_det.py")), *[a for c in configs for a in ("--config-file", str(c))],
-                "MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
-                "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule, *data]
+        return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
+                         "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
+                         *data]
 
 
 # The main job's presets (one tool, four budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints
 # the estimate measured on the machine). full: the transfer comparison with 3 pretraining runs per backbone and
-# norm and 3 runs per scratch arm (the units of its intervals), at the demo's schedules (CONVERGENCE.md: 4 epochs
-# and 1600 detection iterations give both pretrained detectors AP50 > 85 on held-out scenes); degradation: the
+# norm and 3 runs per scratch arm (the units of its intervals), at the demo's schedules -- chosen for the FrozenBN
+# legs (CONVERGENCE.md: 4 epochs and 1600 detection iterations give both AP50 > 85 on held-out scenes), the most
+# that fits 150 minutes; whether the GN arms converge there is open (the 3x scratch arm is the schedule axis); the
 # degradation experiment alone (3 seeds); `make demo-full` runs both. demo: one seed, about 12 minutes, the paper's
 # setting (FrozenBN) and the GN scratch control side by side as rows -- no comparison between them (they differ in
 # the norm too) and no call from one unit: at the demo's schedules the GN-pretrained ResNet-101 reached 59.3 AP50
@@ -303,9 +313,7 @@ def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict
         for arm in (comparison.a, comparison.b):
             if arm not in resolved:
                 weights = probe / "pretrain" / "weights.pth" if ARMS[arm].pretrained else None
-                argv = plan.detect_args(model, arm, weights, 0, probe / "detect" / arm)
-                files = [argv[i + 1] for i, a in enumerate(argv) if a == "--config-file"]
-                opts = argv[1 + 2 * len(files):]
+                files, opts = plan.detect_config(model, arm, weights, 0, probe / "detect" / arm)
                 resolved[arm] = get_detection_cfg(files, opts, read_weights=False)
         out[(comparison.a, comparison.b)] = config_differences(resolved[comparison.a], resolved[comparison.b])
     return out

@@ -1,5 +1,5 @@
 """The main job's results as numbers read from its runs -- pretraining error over seeds, detection AP over nested
-seeds, gains over scratch, backbone comparisons (each a `report.comparison.Comparison`) -- and the summary and
+seeds, the arms' comparisons, backbone comparisons (each a `report.comparison.Comparison`) -- and the summary and
 report notes written from them. results.json is `JobResults.to_json()`; tools/compare_jobs.py recomputes the
 comparisons from its per-unit values with the same function, never from the text."""
 
@@ -15,7 +15,7 @@ from classification.engine.run_files import read_classification_run
 from ..report.comparison import Comparison, Spread, adjust, compare, contrast, spread
 from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
-from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons
+from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
 from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
@@ -75,6 +75,8 @@ class JobResults:
     interaction_terms: list[tuple[str, str, str, str]] = field(default_factory=list)  # its nets: plain deep, plain
     #   shallow, residual deep, residual shallow (tools/compare_jobs.py recomputes the contrast from them)
     differences: dict[str, dict[str, list]] = field(default_factory=dict)  # "A vs B" -> config key -> [A's, B's]
+    unfair: dict[str, list[str]] = field(default_factory=dict)  # "A vs B" -> saved-config keys beyond its factor
+    #   (e.g. what the weights' metadata set, which the check before training cannot see)
     family: str = ""  # what the comparisons were adjusted over (comparison.adjust), "" before `adjust_family`
 
     def group(self, backbone: str, arm: str) -> GroupResult | None:
@@ -158,6 +160,9 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
                 out.arms += [c for k in COMPARED_METRICS for c in [compare_groups(ga, gb, k)] if c is not None]
                 out.differences[f"{ga.name} vs {gb.name}"] = differing_keys([ga, gb])  # the runs' saved configs
                 out.factors[f"{ga.name} vs {gb.name}"] = arms.factor
+                extra = unfair_keys(out.differences[f"{ga.name} vs {gb.name}"], arms)
+                if extra:
+                    out.unfair[f"{ga.name} vs {gb.name}"] = extra
     for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
         base = by_label.get(group_label(plan.backbones[0], arm))
         for model in plan.backbones[1:]:
@@ -333,7 +338,10 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
         key = f"{c.a} vs {c.b}"
         differs = what_differs(results.differences.get(key, {}))
         head = f"{backbone.get(c.a, c.a)}, {c.a} vs {c.b} (the factor: {results.factors.get(key, '—')})"
-        if c.call is not None:
+        if key in results.unfair:  # the runs' saved configs differ beyond the factor: not read as its effect
+            notes.append(f"{head}: {c.describe(1)}; {differs}: beyond the factor ({', '.join(results.unfair[key])})"
+                         ", so the difference is not read as the factor's effect.")
+        elif c.call is not None:
             ahead, by = (c.a, c.delta) if c.call == c.a else (c.b, -c.delta)
             notes.append(f"{head}: {ahead} ahead by {by:.1f} {c.metric} ({c.describe(1)}); {differs}.")
         elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the units, nothing is called
@@ -379,8 +387,18 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                      f"({RECIPE.left_chance_by:g} points below chance); "
                      + (f"not met by {', '.join(stuck)}: a comparison with a net that never trained says nothing "
                         "about depth." if stuck else "met by every net and seed."))
+    stuck_models = {d.model for d in results.degradation if d.at_chance}
+
+    def not_trained(*models: str) -> str | None:
+        stuck = [m for m in models if m in stuck_models]
+        return (f"{c.describe()}: not read as evidence about depth ({', '.join(stuck)} did not leave chance in "
+                "every seed)") if stuck else None
+
     for c in results.degradation_comparisons:
         kind = "plain" if not model_info(c.a).residual else "residual"
+        if (text := not_trained(c.a, c.b)) is not None:
+            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {text}.")
+            continue
         if c.call is None:
             margin = RECIPE.equivalence_margin
             same = (f"equivalent within ±{margin:g} points (TOST at the family-adjusted level)"
@@ -396,7 +414,11 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
             notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error"
                          + (", as the paper's residual nets" if kind == "residual" else
                             ", no degradation at this budget") + f": {c.describe()}.")
-    for c in results.interactions:  # Fig. 6's claim is the reversal: depth hurts plain nets, helps residual ones
+    for c, terms in zip(results.interactions, results.interaction_terms or [()] * len(results.interactions)):
+        # Fig. 6's claim is the reversal: depth hurts plain nets, helps residual ones
+        if (text := not_trained(*terms)) is not None:
+            notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {text}.")
+            continue
         if c.call == c.b:
             text = (f"depth raises the training error of plain nets by {c.delta:.1f} points more than that of "
                     "residual nets, the paper's claim")
@@ -408,6 +430,9 @@ def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
         notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {c.describe()}: "
                      f"{text}.")
     for c in results.layer_response_comparisons:  # Fig. 7: residual responses generally smaller than plain ones
+        if (stuck := not_trained(c.a, c.b)) is not None:
+            notes.append(f"Layer responses (Fig. 7), {c.a} vs {c.b}, {stuck}.")
+            continue
         text = ("the residual net's responses are smaller, as the paper's Fig. 7" if c.call == c.a else
                 "the plain net's responses are smaller, against the paper's Fig. 7" if c.call == c.b else
                 "no difference in response size is established")

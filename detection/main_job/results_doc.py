@@ -59,8 +59,9 @@ def render(results: dict) -> str:
         lines += ["| group | arm | units | AP50 | AP | AP75 |", "|---|---|---|---|---|---|"]
         for g in groups:
             m = g.get("metrics") or {}
-            units = m.get("AP50", {}).get("units", "—")
-            lines.append(f"| {g['name']} | {g.get('arm') or g.get('init', '—')} | {units} {g['unit']}s | "
+            units = m.get("AP50", {}).get("units", 0)
+            lines.append(f"| {g['name']} | {g.get('arm') or g.get('init', '—')} | {units} {g['unit']}"
+                         f"{'' if units == 1 else 's'} | "
                          f"{_mean_ci(m.get('AP50'))} | {_mean_ci(m.get('AP'))} | {_mean_ci(m.get('AP75'))} |")
         lines.append("")
     for label, stat in (results.get("pretraining") or {}).items():

@@ -18,22 +18,26 @@ unit means, so its 95% interval is at most their range, which covers the true me
 units; the t interval widens with few units as it must (t(0.975, 1 df) = 12.7). More detection seeds shrink
 only the within-unit part; a backbone call needs more pretraining seeds, and `units_needed` says how many.
 
-A call ("A ahead" / "B ahead") is made only when the 95% interval excludes 0; a group with one unit has no
-spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
-interval of zero width would call any difference), so no interval and no call.
-
-**The family.** A job that prints several comparisons adjusts them together (`adjust`, Holm's step-down method over
-the family's two-sided Welch p values): the call is made when the Holm-adjusted p is below 0.05, and the adjusted
-interval is the interval at the level of the comparison's Holm step (alpha / (m - k + 1) for the k-th smallest p,
-frozen at the first step that fails), so it excludes 0 exactly when the call is made. A comparison with no interval
-counts in the family (it could have been called with more units) and is never called. Equivalence ("as well as",
-"the same") is said only from TOST: the (1 - 2 alpha) interval, at the comparison's adjusted alpha, inside
-+-margin (`Comparison.equivalent(margin)`). `units_needed` is the number of
+A call ("A ahead" / "B ahead") is made only when the deciding interval excludes 0: the family-adjusted one when
+the comparison is one of a job's family (below), the 95% one for a comparison on its own. A group with one unit has
+no spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
+interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
 units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
 80% power (the t quantiles of the 95% interval and of 80% power added) -- a size to plan a run by. Beside it,
 P(A > B): the probability that a unit of A (its mean over its nested runs) has the higher value than a unit of B
 (ties count half) -- rliable's probability of improvement when higher is better, over all pairs of units, since
 runs nested in one unit are not independent draws; a description, not a test.
+
+**The family.** A job that prints several comparisons adjusts them together (`adjust`, Holm's step-down method over
+the family's two-sided Welch p values): the call is made when the Holm-adjusted p is below 0.05, and the adjusted
+interval is the interval at the level of the comparison's Holm step (alpha / (m - k + 1) for the k-th smallest p,
+frozen at the first step that fails), so it excludes 0 exactly when the call is made. These intervals are
+compatible with the calls, not simultaneous: only the Bonferroni level alpha / m (the first step's) covers every
+comparison at once; the frozen level of the comparisons not called is Strassburger & Bretz's. A comparison with no
+interval counts in the family (it could have been called with more units) and is never called. Equivalence ("as
+well as", "the same") is said only from TOST: the (1 - 2 alpha) interval, at the comparison's Holm step alpha,
+inside +-margin (`Comparison.equivalent(margin)`); the few equivalence claims are not adjusted as a family of their
+own.
 """
 
 from __future__ import annotations
@@ -232,7 +236,10 @@ def _welch(terms: Sequence[tuple[float, float, int]]) -> tuple[float, float]:
 
 
 def _two_sided_p(delta: float, se: float, df: float) -> float:
-    return 2.0 * (1.0 - _t_cdf(abs(delta) / se, df))
+    """Both tails of Student's t beyond |delta| / se, from the incomplete beta directly (1 - cdf would round a p
+    below ~1e-16 to 0)."""
+    t = abs(delta) / se
+    return _betainc(df / 2.0, 0.5, df / (df + t * t))
 
 
 def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[tuple[float, list[float]]],
@@ -289,7 +296,8 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
              unit: str, *, higher_is_better: bool = True) -> Comparison | None:
     """An interaction: (A1 - A2) minus (B1 - B2), e.g. the depth effect of plain nets minus that of residual nets
     (the paper's Fig. 6 reversal). Four independent groups of units; Welch's t with Satterthwaite's df for the
-    contrast; P(A > B) over all combinations of one unit from each group. units: the smaller group of each side."""
+    contrast; P(A > B) over all combinations of one unit from each group. units (and runs): each side's two groups
+    together."""
     means = [_unit_means(v) for v in (*values_a, *values_b)]
     if any(not m for m, _ in means):
         return None
@@ -297,7 +305,7 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
     better = [(x1 - x2 > y1 - y2) + 0.5 * (x1 - x2 == y1 - y2)
               for x1 in a1 for x2 in a2 for y1 in b1 for y2 in b2]
     return _finish(metric, a, b, unit, unit, [(1.0, a1), (-1.0, a2), (-1.0, b1), (1.0, b2)],
-                   (min(len(a1), len(a2)), min(len(b1), len(b2))), (r1 + r2, r3 + r4), sum(better) / len(better),
+                   (len(a1) + len(a2), len(b1) + len(b2)), (r1 + r2, r3 + r4), sum(better) / len(better),
                    higher_is_better)
 
 
@@ -307,7 +315,9 @@ def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0
     adjusted p is max_{j <= k} min(1, (m - j + 1) p_(j)). Comparisons without an interval count in m and rank
     last (p taken as 1)."""
     m = len(comparisons)
-    order = sorted(range(m), key=lambda i: (comparisons[i].p_value is None, comparisons[i].p_value or 1.0))
+    # ties (equal p, or several without an interval) keep the family's order: the same ranks wherever it is rebuilt
+    order = sorted(range(m), key=lambda i: (comparisons[i].p_value is None,
+                                            1.0 if comparisons[i].p_value is None else comparisons[i].p_value, i))
     out: list[Comparison | None] = [None] * m
     running, failed_at = 0.0, None
     for k, i in enumerate(order, start=1):

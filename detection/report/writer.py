@@ -144,10 +144,20 @@ def _table_family(groups: list[RunGroup], baseline: RunGroup | None, controls: d
     return out
 
 
+def _distinct(family: dict[tuple[str, str], Comparison]) -> list[Comparison]:
+    """Each comparison once (the family maps both orientations of a pair)."""
+    seen, out = set(), []
+    for (a, b), c in family.items():
+        if frozenset((a, b)) not in seen:
+            seen.add(frozenset((a, b)))
+            out.append(c)
+    return out
+
+
 def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None,
-           comparisons: ComparisonSource | None = None):
+           comparisons: ComparisonSource | None = None, compared_metric: str | None = None):
     cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
-    main = "AP" if kind == "coco" else "AP50"
+    main = compared_metric or ("AP" if kind == "coco" else "AP50")
     papers = {id(g): paper_reference(kind, g.first) for g in groups}  # (numbers, None) or (None, why not)
     with_paper = any(ref for ref, _ in papers.values())
     controls = {id(g): _scratch_control(g, groups) for g in groups}
@@ -175,7 +185,8 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
             else:
                 c = family.get((g.name, ctrl.name))
                 ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
-                ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs else "—"
+                # a pair the caller's family does not compare (arms that differ beyond one factor): no ratio either
+                ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs and c is not None else "—"
                 row += ["—" if c is None else f"{_fmt(c.delta, 2)} ({c.cell()})", ratio]
         if with_paper:
             paper = papers[id(g)][0]
@@ -200,7 +211,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
         notes.append(f"No paper column: no run here is of {design} ({PAPER_REFERENCE[kind]['condition']}), so "
                      "their numbers are not comparable with Tables 7/8.")
     notes += [f"{g.name}: no paper number ({why})." for g in groups if (why := papers[id(g)][1])]
-    return head, rows, notes, list(family.values())
+    return head, rows, notes, _distinct(family)
 
 
 def _pretraining_line(info: PretrainInfo) -> str:
@@ -440,7 +451,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
                  groups: list[str] | None = None, sections: list[ReportSection] = (),
-                 comparisons: ComparisonSource | None = None) -> dict[str, Path]:
+                 comparisons: ComparisonSource | None = None,
+                 compared_metric: str | None = None) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
@@ -449,7 +461,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         runs whose configs differ only in SEED form a group); sections: placed after the results table and
         the main figure (the main job's degradation experiment); comparisons: where the table's comparisons come
         from when the caller owns the family (the main job's, Holm-adjusted over everything the job prints;
-        default: the table's own pairs as one family).
+        default: the table's own pairs as one family); compared_metric: the metric the table's comparisons are on
+        (the caller's family's; default AP for COCO-style runs, AP50 for VOC).
     """
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
@@ -494,7 +507,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     for kind in kinds:
         group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
         base = _baseline(group, baseline)
-        head, rows, table_notes, family = _table(group, kind, base, chance, comparisons)
+        head, rows, table_notes, family = _table(group, kind, base, chance, comparisons, compared_metric)
         label = "COCO-style box AP" if kind == "coco" else "PASCAL VOC box AP"
         text = " ".join(table_notes) + (
             " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "

@@ -119,9 +119,9 @@ def test_p_value_and_interval_agree():
 
 
 def test_holm_adjusts_a_family_step_down_and_its_intervals_agree_with_its_calls():
-    """Raw p 0.001, 0.02, 0.04 in a family of 3 (+ one without an interval): Holm rejects the first
-    (0.001 <= 0.05/4), stops at the second (0.02 > 0.05/3); adjusted p are 0.004, 0.06, 0.08 (monotone), the
-    4th is never called. Each adjusted interval excludes 0 exactly when the call is made."""
+    """Raw p of about 0.002, 0.017, 0.033 in a family of 4 (the 4th without an interval): Holm rejects the first
+    (<= 0.05/4), stops at the second (> 0.05/3); adjusted p about 0.007, 0.052, 0.067 (monotone), the 4th is never
+    called. Each adjusted interval excludes 0 exactly when the call is made."""
     b = _called(0.0, 1.0)
     raw = [compare("AP", f"a{i}", _called(d, 1.0), "run", "b", b, "run") for i, d in enumerate((6.0, 3.2, 2.6))]
     ps = [c.p_value for c in raw]
@@ -165,7 +165,8 @@ def test_the_interaction_contrast_is_welch_over_four_groups():
     df = sum(parts) ** 2 / sum(v * v / 2 for v in parts)
     assert c.se == pytest.approx(math.sqrt(sum(parts))) and c.df == pytest.approx(df)
     assert c.call == "residual 56 - 20"  # lower is better: depth costs plain nets more
-    assert c.p_a_better == 1.0 and c.units == (3, 3) and c.runs == (6, 6)  # the higher value, as compare()
+    assert c.p_a_better == 1.0  # the higher value, as compare()
+    assert c.units == (6, 6) and c.runs == (6, 6) and "n = 6 vs 6 runs, df" in c.describe()
 
 
 def test_equivalence_needs_tost_inside_the_margin():
@@ -186,3 +187,23 @@ def test_reversed_reads_the_same_comparison_from_the_other_side():
     assert r.adjustment.interval == (-c.adjustment.interval[1], -c.adjustment.interval[0])
     assert r.p_a_better == 1.0 - c.p_a_better and r.call == c.call
     assert str(compare("AP", "a", {0: [1.0]}, "run", "b", {0: [1.0]}, "run").reversed().delta) == "0.0"
+
+
+def test_a_p_value_that_underflows_ranks_first_not_last():
+    """A difference hundreds of standard errors wide has p ~ 0 (computed from the tail, not 1 - cdf): Holm ranks it
+    first, and a second comparison with p 0.03 is then called at 0.05 / 1."""
+    b = _called(0.0, 1.0)
+    huge = compare("AP", "huge", _called(1e4, 1.0), "run", "b", b, "run")
+    mid = compare("AP", "mid", {i: [v] for i, v in enumerate((2.3, 3.3, 4.3, 2.8, 3.8))}, "run",
+                  "b", {i: [v] for i, v in enumerate((0.0, 1.0, -1.0, 0.5, -0.5))}, "run")
+    assert huge.p_value < 1e-12 and 0.0 < huge.p_value and mid.p_value < 0.05
+    fam = {c.a: c for c in adjust([mid, huge], "f")}
+    assert fam["huge"].adjustment.rank == 1 and fam["mid"].adjustment.rank == 2
+    assert fam["mid"].adjustment.p == pytest.approx(mid.p_value) and fam["mid"].call == "mid"
+
+
+def test_ties_keep_the_family_order_so_every_rebuild_ranks_alike():
+    one = compare("AP", "x", {0: [1.0]}, "run", "b", {0: [0.0]}, "run")
+    other = compare("AP", "y", {0: [1.0]}, "run", "b", {0: [0.0]}, "run")
+    assert [c.adjustment.rank for c in adjust([one, other], "f")] == [1, 2]
+    assert [c.adjustment.rank for c in adjust([other, one], "f")] == [1, 2]

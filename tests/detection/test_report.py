@@ -99,9 +99,9 @@ def test_report_renders_in_headless_chromium(tmp_path):
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
 def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
-    """The main job's report at 1280 px, as `make demo-full` writes it: 2 pretraining runs x 2 detection seeds (wide
-    t intervals, "41.2 [-15.1, 97.5]"), from-scratch controls, long weights paths in "what differs", a section
-    with its own table. Every table's right edge, measured by the browser's layout, is within the viewport; a
+    """The main job's report at 1280 px, as the earlier `make demo-full` wrote it: 2 pretraining runs x 2 detection
+    seeds (wide t intervals, "41.2 [-15.1, 97.5]"), from-scratch controls, long weights paths in "what differs", a
+    section with its own table. Every table's right edge, measured by the browser's layout, is within the viewport; a
     results cell is at most two lines (the mean, the interval under it); the title stays the report's."""
     runs, labels = [], []
     weights = tmp_path / "a_long_output_directory_name" / "main_job" / "pretrain"

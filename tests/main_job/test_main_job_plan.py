@@ -86,13 +86,13 @@ def test_compared_arms_differ_only_in_their_factor_and_an_unfair_pair_is_refused
     import detection.main_job.plan as plan_module
 
     assert check_arms(MainJobPlan()) == []
-    real = plan_module.MainJobPlan.detect_args
+    real = plan_module.MainJobPlan.detect_config
 
     def scratch_lr_differs(self, model, arm, weights, seed, out):
-        argv = real(self, model, arm, weights, seed, out)
-        return argv + (["SOLVER.BASE_LR", "0.01"] if arm == "gn_scratch" else [])
+        files, opts = real(self, model, arm, weights, seed, out)
+        return files, opts + (["SOLVER.BASE_LR", "0.01"] if arm == "gn_scratch" else [])
 
-    monkeypatch.setattr(plan_module.MainJobPlan, "detect_args", scratch_lr_differs)
+    monkeypatch.setattr(plan_module.MainJobPlan, "detect_config", scratch_lr_differs)
     with pytest.raises(PlanError, match=r"arms gn_pretrained and gn_scratch differ in SOLVER.BASE_LR \(0.005 vs "
                                         r"0.01\), beyond their factor \(the initialisation"):
         check_arms(MainJobPlan())

@@ -123,10 +123,33 @@ def test_the_interaction_note_calls_the_reversal_after_the_family_adjustment():
         return {f"s{i}": [v] for i, v in enumerate(values)}
 
     p56, p20, r56, r20 = [60.0, 62.0, 64.0], [30.0, 31.0, 32.0], [20.0, 21.0, 22.0], [25.0, 26.0, 27.0]
-    res = JobResults(interactions=[contrast("training error", "cifar_plain56 - cifar_plain20",
+    plain = compare("training error", "cifar_plain56", runs(p56), RUN, "cifar_plain20", runs(p20), RUN,
+                    higher_is_better=False)
+    res = JobResults(degradation_comparisons=[plain],
+                     interactions=[contrast("training error", "cifar_plain56 - cifar_plain20",
                                             (runs(p56), runs(p20)), "cifar_resnet56 - cifar_resnet20",
-                                            (runs(r56), runs(r20)), RUN, higher_is_better=False)])
+                                            (runs(r56), runs(r20)), RUN, higher_is_better=False)],
+                     interaction_terms=[("cifar_plain56", "cifar_plain20", "cifar_resnet56", "cifar_resnet20")])
     res.adjust_family()
-    note, = degradation_notes(res, MainJobPlan())
+    _, note = degradation_notes(res, MainJobPlan())
     assert "depth raises the training error of plain nets by 36.0 points more than that of residual nets" in note
-    assert res.interactions[0].adjustment.size == 1 and res.to_json()["interactions"][0]["call"] is not None
+    assert res.interactions[0].adjustment.size == 2 and res.to_json()["interactions"][0]["call"] is not None
+    assert "Holm step-down over 2" in note
+
+
+def test_a_net_that_never_left_chance_is_not_read_as_evidence_about_depth():
+    from detection.main_job.results import DegradationResult, degradation_notes
+
+    def runs(values):
+        return {f"s{i}": [v] for i, v in enumerate(values)}
+
+    res = JobResults(
+        degradation=[DegradationResult("cifar_plain56", False, 56, None, None, {"train": runs([89.0, 90.0, 89.5])},
+                                       at_chance=["s0", "s1", "s2"]),
+                     DegradationResult("cifar_plain20", False, 20, None, None, {"train": runs([50.0, 55.0, 60.0])})],
+        degradation_comparisons=[compare("training error", "cifar_plain56", runs([89.0, 90.0, 89.5]), RUN,
+                                         "cifar_plain20", runs([50.0, 55.0, 60.0]), RUN, higher_is_better=False)])
+    criterion, plain = degradation_notes(res, MainJobPlan())
+    assert "not met by cifar_plain56 in 3 of 3 seeds" in criterion
+    assert "not read as evidence about depth (cifar_plain56 did not leave chance" in plain
+    assert "the paper's degradation problem" not in plain
