@@ -258,7 +258,8 @@ def test_layer_response_and_degradation_tools(tmp_path):
     assert "| final training error % | final val error % |" in proc.stdout  # scored on the embedded val split
     from backbones.convert import load_model
 
-    assert load_model(tmp_path / "deg" / "cifar_plain20" / "model_final.pth")[1] == {"preact": True}  # the default
+    assert load_model(tmp_path / "deg" / "cifar_plain20" / "model_final.pth")[1] == {"preact": False}  # the
+    #   default: the paper's 2015 units
     # Fig. 7 from saved checkpoints (tools/layer_response.py reads any checkpoint, infers the architecture)
     ckpts = [tmp_path / "deg" / m / "model_final.pth" for m in ("cifar_plain20", "cifar_resnet20")]
     plot = tmp_path / "responses.png"

@@ -518,7 +518,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
             "beside it).")
         sections_md.append(f"## {label}\n\n{_markdown_table(head, rows)}\n\n{_md(text)}\n")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
-        cells = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows])
+        # the comparisons are sentences (interval, its Holm-adjusted one, P, n, df, call): they wrap
+        cells = _html_table(head[:1] + head[split:], [r[:1] + r[split:] for r in rows], wrap=True)
         sections_html.append(f"<h2>{label}</h2>{_html_table(head[:split], [r[:split] for r in rows])}"
                              f"<h3>Comparisons</h3>{cells}<p>{html.escape(text)}</p>")
         table_json[kind] = {
