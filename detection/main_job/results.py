@@ -12,7 +12,7 @@ from backbones import model_info
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import read_classification_run
 
-from ..report.comparison import Comparison, Spread, adjust, compare, contrast, spread
+from ..report.comparison import Comparison, Spread, adjust, compare, contrast, find, spread
 from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
@@ -100,12 +100,7 @@ class JobResults:
     def lookup(self, a: str, b: str, metric: str) -> Comparison | None:
         """A vs B on `metric` from the job's family (either orientation), None when the job does not compare
         them: the report's table prints only these."""
-        for c in self.comparisons():
-            if c.metric == metric and (c.a, c.b) == (a, b):
-                return c
-            if c.metric == metric and (c.b, c.a) == (a, b):
-                return c.reversed()
-        return None
+        return find(self.comparisons(), a, b, metric)
 
     def to_json(self) -> dict:
         """Every field, and each comparison's call (a property asdict leaves out)."""
@@ -205,17 +200,15 @@ def _degradation(out: JobResults, stages: list[Stage]) -> None:
         out.degradation.append(DegradationResult(model, info.residual, info.depth, spread(train, RUN),
                                                  spread(val, RUN), {"train": train, "val": val},
                                                  {k: r.history for k, r in done.items()}, at_chance))
-    for residual in (False, True):
-        nets = sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
-                      key=lambda d: d.depth)
+    kinds = {residual: sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
+                              key=lambda d: d.depth) for residual in (False, True)}
+    for nets in kinds.values():
         if len(nets) >= 2:
             deep, shallow = nets[-1], nets[0]
             c = compare("training error", deep.model, deep.errors["train"], RUN, shallow.model,
                         shallow.errors["train"], RUN, higher_is_better=False)
             if c is not None:
                 out.degradation_comparisons.append(c)
-    kinds = {residual: sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
-                              key=lambda d: d.depth) for residual in (False, True)}
     if all(len(nets) >= 2 for nets in kinds.values()):  # the paper's claim is the reversal: depth x shortcuts
         (p_shallow, *_, p_deep), (r_shallow, *_, r_deep) = kinds[False], kinds[True]
         c = contrast("training error", f"{p_deep.model} - {p_shallow.model}",

@@ -47,8 +47,8 @@ import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "t_quantile", "LEVEL",
-           "POWER", "HOLM"]
+__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "find", "t_quantile",
+           "LEVEL", "POWER", "HOLM"]
 
 LEVEL = 0.95
 POWER = 0.8  # of `units_needed`
@@ -307,6 +307,17 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
     return _finish(metric, a, b, unit, unit, [(1.0, a1), (-1.0, a2), (-1.0, b1), (1.0, b2)],
                    (len(a1) + len(a2), len(b1) + len(b2)), (r1 + r2, r3 + r4), sum(better) / len(better),
                    higher_is_better)
+
+
+def find(comparisons: Sequence[Comparison], a: str, b: str, metric: str) -> Comparison | None:
+    """A vs B on `metric` among `comparisons`, read from A's side (reversed where it was made as B vs A); None when
+    none of them compares the two."""
+    for c in comparisons:
+        if c.metric == metric and (c.a, c.b) == (a, b):
+            return c
+        if c.metric == metric and (c.b, c.a) == (a, b):
+            return c.reversed()
+    return None
 
 
 def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0 - LEVEL) -> list[Comparison]:

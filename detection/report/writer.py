@@ -19,7 +19,7 @@ from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.errors import UsageError
 
-from .comparison import Comparison, adjust
+from .comparison import Comparison, adjust, find
 from .groups import RunGroup, compare_groups, differing_keys, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
 from .paper import PAPER_REFERENCE, paper_reference
@@ -120,38 +120,22 @@ ComparisonSource = Callable[[str, str, str], Comparison | None]  # (group A, gro
 
 
 def _table_family(groups: list[RunGroup], baseline: RunGroup | None, controls: dict, main: str,
-                  source: ComparisonSource | None) -> dict[tuple[str, str], Comparison]:
-    """(A, B) -> the comparison a table cell prints: each group against the baseline and against its scratch
-    control. With `source` (the main job: its one family of comparisons, already adjusted) those are looked up
-    there and a pair outside it is not printed; without, the table's distinct pairs are one family, Holm-adjusted
-    (comparison.adjust)."""
+                  source: ComparisonSource | None) -> list[Comparison]:
+    """The comparisons the table's cells print (comparison.find reads each from either side): each group against
+    the baseline and against its scratch control. With `source` (the main job: its one family of comparisons,
+    already adjusted) those are looked up there and a pair outside it is not printed; without, the table's
+    distinct pairs are one family, Holm-adjusted (comparison.adjust)."""
     pairs = [(g, baseline) for g in groups if baseline is not None and g is not baseline and g.n]
     pairs += [(g, controls[id(g)]) for g in groups if controls[id(g)] is not None]
-    out: dict[tuple[str, str], Comparison] = {}
-    if source is not None:
-        for g, other in pairs:
-            if (c := source(g.name, other.name, main)) is not None:
-                out[(g.name, other.name)] = c
-        return out
     unique: dict[frozenset, Comparison] = {}
     for g, other in pairs:
         key = frozenset((g.name, other.name))
-        if key not in unique and (c := compare_groups(g, other, main)) is not None:
-            unique[key] = c
-    adjusted = adjust(list(unique.values()), f"this table's {len(unique)} comparisons")
-    for c in adjusted:
-        out[(c.a, c.b)], out[(c.b, c.a)] = c, c.reversed()
-    return out
-
-
-def _distinct(family: dict[tuple[str, str], Comparison]) -> list[Comparison]:
-    """Each comparison once (the family maps both orientations of a pair)."""
-    seen, out = set(), []
-    for (a, b), c in family.items():
-        if frozenset((a, b)) not in seen:
-            seen.add(frozenset((a, b)))
-            out.append(c)
-    return out
+        if key not in unique:
+            c = source(g.name, other.name, main) if source is not None else compare_groups(g, other, main)
+            if c is not None:
+                unique[key] = c
+    family = list(unique.values())
+    return family if source is not None else adjust(family, f"this table's {len(family)} comparisons")
 
 
 def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None,
@@ -172,7 +156,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
     rows = []
     for g in groups:
         r = g.first
-        cmp = None if baseline is None or g is baseline else family.get((g.name, baseline.name))
+        cmp = None if baseline is None or g is baseline else find(family, g.name, baseline.name, main)
         delta, verdict = (None, "") if cmp is None else (cmp.delta, cmp.cell())
         row = [g.name, r.backbone, f"{r.width:g}", r.init, g.n or "—", r.dataset,
                r.iterations if r.iterations is not None else "—", _fmt(r.gmacs, 2),
@@ -183,7 +167,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
             if ctrl is None:
                 row += ["—", "—"]
             else:
-                c = family.get((g.name, ctrl.name))
+                c = find(family, g.name, ctrl.name, main)
                 ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
                 # a pair the caller's family does not compare (arms that differ beyond one factor): no ratio either
                 ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs and c is not None else "—"
@@ -211,7 +195,7 @@ def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance:
         notes.append(f"No paper column: no run here is of {design} ({PAPER_REFERENCE[kind]['condition']}), so "
                      "their numbers are not comparable with Tables 7/8.")
     notes += [f"{g.name}: no paper number ({why})." for g in groups if (why := papers[id(g)][1])]
-    return head, rows, notes, _distinct(family)
+    return head, rows, notes, family
 
 
 def _pretraining_line(info: PretrainInfo) -> str:
