@@ -295,6 +295,38 @@ def test_frozen_bn_affine_follows_every_change_of_its_buffers():
     torch.testing.assert_close(conv(x), m(torch.nn.functional.conv2d(x, conv.weight, padding=1)))
 
 
+def test_folded_weight_is_computed_once_per_state_at_inference_and_follows_every_change():
+    """Under no_grad / inference_mode a folded conv reuses its folded weight while its weight and norm are unchanged,
+    recomputes it after an optimizer step, a loaded checkpoint or a replaced tensor, and keeps no cache in training."""
+    torch.manual_seed(0)
+    conv = Conv2dNorm(3, 4, 3, padding=1, norm="BN").eval()
+    x = torch.randn(2, 3, 8, 8)
+
+    def unfolded():
+        with torch.no_grad():
+            return conv.norm(torch.nn.functional.conv2d(x, conv.weight, padding=1))
+
+    with torch.no_grad():
+        conv.norm.running_var.uniform_(0.5, 2.0)
+        first = conv(x)
+        cached = conv.__dict__["_folded"][2][0]
+        assert conv(x) is not None and conv.__dict__["_folded"][2][0] is cached  # unchanged: computed once
+    torch.testing.assert_close(first, unfolded())
+    opt = torch.optim.SGD(conv.parameters(), lr=0.5)
+    conv(x).sum().backward()  # autograd on: built in the graph, the cache dropped
+    assert "_folded" not in conv.__dict__ and conv.weight.grad is not None and conv.norm.weight.grad is not None
+    opt.step()  # in-place update of weight and the norm's affine
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            torch.testing.assert_close(conv(x), unfolded())
+    conv.load_state_dict({k: v + 0.25 for k, v in conv.state_dict().items()})
+    with torch.inference_mode():
+        torch.testing.assert_close(conv(x), unfolded())
+    conv.norm.running_mean = torch.full((4,), -1.0)  # a buffer replaced
+    with torch.no_grad():
+        torch.testing.assert_close(conv(x), unfolded())
+
+
 @pytest.mark.parametrize("name,norm", [("resnet50", "BN"), ("resnet50", "FrozenBN"), ("vgg16_bn", "BN")])
 def test_norm_folding_equals_conv_then_norm(name, norm):
     """An affine norm (FrozenBN; BN in eval mode) folded into its conv: the same outputs and, for FrozenBN in
