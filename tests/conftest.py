@@ -41,18 +41,30 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture
-def no_slurm(monkeypatch):
-    """This machine as one without Slurm, whatever it has: PATH without the directories that hold Slurm's
-    commands (submitit picks Slurm whenever `srun` is found) and no SLURM_* variables (a test run inside a job)."""
+def no_slurm(monkeypatch, tmp_path):
+    """This machine as one without Slurm, whatever it has: every directory of PATH that holds Slurm's commands
+    (submitit picks Slurm whenever `srun` is found; here /bin and /usr/bin) replaced by one of links to its other
+    commands (submitit itself runs `tail` when a job left no result), and no SLURM_* variables (a test run inside a
+    job)."""
     import shutil
 
-    commands = ("srun", "sbatch", "squeue", "scontrol", "sinfo")
-    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
-                           if not any(os.path.exists(os.path.join(d, c)) for c in commands))  # /bin and /usr/bin
-    monkeypatch.setenv("PATH", path)
+    commands = {"srun", "sbatch", "squeue", "scontrol", "sinfo", "salloc", "sacct", "scancel"}
+    shadow = tmp_path / "path_without_slurm"
+    shadow.mkdir()
+    path = []
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not any(os.path.exists(os.path.join(d, c)) for c in commands):
+            path.append(d)
+            continue
+        for name in os.listdir(d):
+            if name not in commands and not (shadow / name).exists():
+                (shadow / name).symlink_to(os.path.join(d, name))
+        if str(shadow) not in path:
+            path.append(str(shadow))
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
     for name in [n for n in os.environ if n.startswith("SLURM_")]:
         monkeypatch.delenv(name)
-    assert shutil.which("srun") is None
+    assert shutil.which("srun") is None and shutil.which("tail") is not None
 
 
 @contextlib.contextmanager

@@ -116,13 +116,13 @@ def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path, no_
 
 
 def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path, no_slurm):
-    """Each allocation times out (the signal comes 55 s before a 1-minute limit); after --max-requeues requeues
-    the job stops with a message saying why."""
+    """Each allocation times out (the signal comes 45 s before a 1-minute limit: 15 s leave a loaded machine time to
+    start the job and install its handler); after --max-requeues requeues the job stops with a message saying why."""
     from detection.engine.train_net import run
 
     out = tmp_path / "timeouts"
     argv = det_args(tiny_data, out, 100000, "--slurm", "--cluster", "local", "--job-dir", str(tmp_path / "jobs"),
-                    "--timeout", "1", "--signal-delay", "52", "--max-requeues", "1")[1:]
+                    "--timeout", "1", "--signal-delay", "45", "--max-requeues", "1")[1:]
     job = run(argv)
     with pytest.raises(Exception, match="not requeued|timed-out too many times|checkpoint function returned None"):
         job.result()
