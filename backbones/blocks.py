@@ -76,25 +76,43 @@ class Conv2dNorm(nn.Conv2d):
             return super().forward(x)
         if self.fold_norm and self._foldable():
             return self._conv_forward(x, *self._folded_for_this_call())
+        self.drop_folded_cache()  # BN in training updates its running statistics without a version bump
         return self.norm(super().forward(x))
 
     def _folded_for_this_call(self) -> tuple[torch.Tensor, torch.Tensor]:
         """With autograd on, the folded weight is built in the graph (gradients reach `weight`); under no_grad or
-        inference_mode it is a constant of the current parameters and buffers, computed once per state of them
-        (identity and version counter of each, as FrozenBatchNorm2d.affine) and kept beside the module: one extra
-        copy of the conv weight. Why: on a GPU the ~6 small ops per conv per call made ResNet-50 inference 0.58x
-        torchvision's (device check, H200, batch 32 at 224)."""
+        inference_mode it is a constant of the current parameters and buffers, computed once per state of them and
+        kept beside the module (one extra copy of the conv weight, until the next forward with autograd on, a
+        `.to()` / `.cpu()` / `.half()` or `drop_folded_cache()`). A state is the storage, version counter, dtype and
+        strides of the weight, bias and norm tensors: an optimizer step, `load_state_dict`, `copy_` or a replaced
+        tensor recompute it; an in-place write through `.data` (`p.data.mul_(2)`) bypasses version counters and is
+        not seen -- write under `torch.no_grad()` instead, as for FrozenBatchNorm2d.affine. Why: on a GPU the ~6
+        small ops per conv per call made ResNet-50 inference 0.58x torchvision's (device check, H200, batch 32)."""
         if torch.is_grad_enabled():
-            self.__dict__.pop("_folded", None)  # training: the cache would only hold memory
+            self.drop_folded_cache()  # training: the cache would only hold memory
             return self.folded_weight_and_bias()
-        tensors = (self.weight, self.bias, *self.norm.parameters(), *self.norm.buffers())
-        if any(t is not None and t.is_inference() for t in tensors):  # no version counter to key on
+        tensors = [t for t in (self.weight, self.bias, *self.norm.parameters(), *self.norm.buffers()) if t is not None]
+        if any(t.is_inference() for t in tensors):  # no version counter to key on
             return self.folded_weight_and_bias()
-        key = (torch.is_inference_mode_enabled(), self.norm.eps, *(None if t is None else t._version for t in tensors))
+        key = (torch.is_inference_mode_enabled(), self.norm.eps,
+               *((t.data_ptr(), t._version, t.dtype, t.stride()) for t in tensors))
         cached = self.__dict__.get("_folded")
-        if cached is None or cached[1] != key or any(a is not b for a, b in zip(cached[0], tensors)):
-            cached = self.__dict__["_folded"] = (tensors, key, self.folded_weight_and_bias())
-        return cached[2]
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_folded"] = (key, self.folded_weight_and_bias())
+        return cached[1]
+
+    def drop_folded_cache(self) -> None:
+        """Free the folded weight kept for no-grad calls (recomputed at the next one)."""
+        self.__dict__.pop("_folded", None)
+
+    def _apply(self, fn, recurse=True):  # .to(), .cuda(), .half(), channels_last: the cached copy is of the old tensors
+        self.drop_folded_cache()
+        return super()._apply(fn, recurse)
+
+    def __getstate__(self):  # deepcopy and torch.save(model) carry no cached copy
+        state = super().__getstate__()
+        state.pop("_folded", None)
+        return state
 
 
 def set_norm_folding(model: nn.Module, enabled: bool) -> nn.Module:

@@ -295,36 +295,61 @@ def test_frozen_bn_affine_follows_every_change_of_its_buffers():
     torch.testing.assert_close(conv(x), m(torch.nn.functional.conv2d(x, conv.weight, padding=1)))
 
 
-def test_folded_weight_is_computed_once_per_state_at_inference_and_follows_every_change():
-    """Under no_grad / inference_mode a folded conv reuses its folded weight while its weight and norm are unchanged,
-    recomputes it after an optimizer step, a loaded checkpoint or a replaced tensor, and keeps no cache in training."""
+@pytest.mark.parametrize("norm", ["BN", "FrozenBN"])
+def test_folded_weight_is_computed_once_per_state_at_inference_and_follows_every_change(norm, monkeypatch):
+    """Under no_grad / inference_mode a folded conv reuses its folded weight while its weight and norm are unchanged
+    and recomputes it after every supported way of changing them: an optimizer step, a loaded checkpoint, a replaced
+    tensor or `.data`, `.to()` a dtype or layout, BN statistics recalibrated under no_grad; no cache in training."""
     torch.manual_seed(0)
-    conv = Conv2dNorm(3, 4, 3, padding=1, norm="BN").eval()
-    x = torch.randn(2, 3, 8, 8)
+    conv = Conv2dNorm(3, 4, 3, padding=1, norm=norm).double().eval()  # float64: a stale weight, not rounding
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    folds = []
+    original = Conv2dNorm.folded_weight_and_bias
+    monkeypatch.setattr(Conv2dNorm, "folded_weight_and_bias", lambda self: folds.append(1) or original(self))
 
-    def unfolded():
+    def check():
         with torch.no_grad():
-            return conv.norm(torch.nn.functional.conv2d(x, conv.weight, padding=1))
+            want = conv.norm(torch.nn.functional.conv2d(x.to(conv.weight.dtype), conv.weight, conv.bias, padding=1))
+            got = conv(x.to(conv.weight.dtype))
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
     with torch.no_grad():
         conv.norm.running_var.uniform_(0.5, 2.0)
-        first = conv(x)
-        cached = conv.__dict__["_folded"][2][0]
-        assert conv(x) is not None and conv.__dict__["_folded"][2][0] is cached  # unchanged: computed once
-    torch.testing.assert_close(first, unfolded())
-    opt = torch.optim.SGD(conv.parameters(), lr=0.5)
-    conv(x).sum().backward()  # autograd on: built in the graph, the cache dropped
-    assert "_folded" not in conv.__dict__ and conv.weight.grad is not None and conv.norm.weight.grad is not None
-    opt.step()  # in-place update of weight and the norm's affine
-    for mode in (torch.no_grad, torch.inference_mode):
-        with mode():
-            torch.testing.assert_close(conv(x), unfolded())
-    conv.load_state_dict({k: v + 0.25 for k, v in conv.state_dict().items()})
-    with torch.inference_mode():
-        torch.testing.assert_close(conv(x), unfolded())
-    conv.norm.running_mean = torch.full((4,), -1.0)  # a buffer replaced
+    check()
+    n = len(folds)
     with torch.no_grad():
-        torch.testing.assert_close(conv(x), unfolded())
+        conv(x), conv(x)
+    assert len(folds) == n  # unchanged: computed once
+    conv.load_state_dict({k: v + 0.25 for k, v in conv.state_dict().items()})  # in place: versions move
+    check()
+    with torch.no_grad():
+        conv.weight.mul_(1.5)
+    check()
+    with torch.inference_mode():
+        torch.testing.assert_close(conv(x), conv.norm(torch.nn.functional.conv2d(x, conv.weight, padding=1)))
+    check()
+    conv.weight.requires_grad_(True)
+    conv(x).sum().backward()  # autograd on: built in the graph, no cache kept
+    assert "_folded" not in conv.__dict__ and conv.weight.grad is not None
+    torch.optim.SGD(conv.parameters(), lr=0.5).step()  # in-place update of the weight (and BN's affine)
+    check()
+    conv.norm.running_mean = torch.full((4,), -1.0, dtype=torch.float64)  # a buffer replaced
+    check()
+    conv.weight.data = conv.weight.data * 2  # a tensor's storage replaced through .data
+    check()
+    conv.to(memory_format=torch.channels_last)
+    check()
+    assert conv.__dict__["_folded"][1][0].is_contiguous(memory_format=torch.channels_last)
+    if norm == "BN":  # recalibration (precise BN / AdaBN): train-mode passes under no_grad update the statistics
+        conv.norm.momentum = None
+        with torch.no_grad():
+            conv.train()(torch.randn(8, 3, 8, 8, dtype=torch.float64) * 3 + 1)
+        conv.eval()
+        check()
+    conv.float()
+    check()
+    copy = __import__("copy").deepcopy(conv)
+    assert "_folded" not in copy.__dict__
 
 
 @pytest.mark.parametrize("name,norm", [("resnet50", "BN"), ("resnet50", "FrozenBN"), ("vgg16_bn", "BN")])
