@@ -73,11 +73,27 @@ def render(results: dict) -> str:
             seeds = (d.get("train_error") or {}).get("units", 0)
             lines.append(f"| {d['model']} | {seeds} | {_mean_ci(d.get('train_error'))} | "
                          f"{_mean_ci(d.get('val_error'))} | {len(d.get('at_chance') or [])} |")
-    comparisons = [(label, comparison_from_json(c)) for kind, label in KINDS for c in results.get(kind) or []]
+    stuck = {d["model"] for d in nets if d.get("at_chance")}
+    comparisons = [(label, comparison_from_json(c), _nets_of(kind, i, c, results)) for kind, label in KINDS
+                   for i, c in enumerate(results.get(kind) or [])]
     if comparisons:
         lines += ["", f"Comparisons (one family: {results.get('family') or 'not adjusted'}):"]
-        lines += [f"- {label}, {c.a} vs {c.b}: {c.describe()}" for label, c in comparisons]
+        for label, c, models in comparisons:
+            at_chance = [m for m in models if m in stuck]
+            lines.append(f"- {label}, {c.a} vs {c.b}: {c.describe()}" + (
+                f"; not read as evidence about depth: {', '.join(at_chance)} did not leave chance in every seed"
+                if at_chance else ""))  # as the job's notes (results.degradation_notes)
     return "\n".join(lines).strip() + "\n"
+
+
+def _nets_of(kind: str, index: int, c: dict, results: dict) -> tuple[str, ...]:
+    """The degradation nets a comparison rests on: its two nets, or an interaction's four; none for the others."""
+    if kind == "degradation_comparisons":
+        return c["a"], c["b"]
+    if kind == "interactions":
+        terms = results.get("interaction_terms") or []
+        return tuple(terms[index]) if index < len(terms) else ()
+    return ()
 
 
 def _load(doc: Path, cited: str) -> dict:

@@ -49,6 +49,17 @@ def test_a_comparison_survives_the_round_trip_through_json():
     assert render({"deltas": [_asdict(c)]}).count("\n- ") == 1
 
 
+def test_a_depth_comparison_resting_on_a_net_at_chance_is_marked_not_read():
+    deep = adjust([compare("train_error", "plain56", {0: [88.0], 1: [60.0], 2: [62.0]}, "seed", "plain20",
+                           {0: [20.0], 1: [19.0], 2: [18.0]}, "seed")], "f")[0]
+    nets = [{"model": "plain56", "at_chance": ["seed 0"]}, {"model": "plain20", "at_chance": []}]
+    text = render({"degradation": nets, "degradation_comparisons": [_asdict(deep)], "interactions": [_asdict(deep)],
+                   "interaction_terms": [["plain56", "plain20", "resnet56", "resnet20"]]})
+    assert text.count("not read as evidence about depth: plain56 did not leave chance") == 2
+    nets[0]["at_chance"] = []
+    assert "not read" not in render({"degradation": nets, "degradation_comparisons": [_asdict(deep)]})
+
+
 def _asdict(c):
     from dataclasses import asdict
 
