@@ -197,6 +197,23 @@ def test_warmup_until_error_keeps_the_low_lr(tmp_path):
     assert all(lr == pytest.approx(0.01) for lr in res["history"]["lr"])  # error never < 0: always warming up
 
 
+def test_linear_warmup_ramps_from_the_factor_to_the_base_lr_then_the_step_schedule_takes_over():
+    """Goyal et al.'s gradual warm-up as Detectron2's WarmupLinear computes it: lr x (f (1 - a) + a), a = it / W;
+    at W the step schedule's lr, and the milestones still apply after it."""
+    from classification.engine.trainer import LRSchedule
+
+    cfg = ClsConfig(iterations=100, warmup_method="linear", warmup_iterations=4, warmup_factor=0.01)
+    schedule = LRSchedule(cfg, base_lr=0.1)
+    lrs = [schedule(it, running_error=0.9) for it in range(0, 100, 2)]
+    assert lrs[:3] == pytest.approx([0.001, 0.0505, 0.1])
+    assert lrs[25] == pytest.approx(0.01) and lrs[38] == pytest.approx(0.001)  # x0.1 at 50 and at 75
+
+
+def test_linear_warmup_does_not_combine_with_the_error_criterion():
+    with pytest.raises(ValueError, match="does not combine with warmup_until_error"):
+        ClsConfig(warmup_method="linear", warmup_iterations=10, warmup_until_error=0.8)
+
+
 def test_classification_checkpoint_feeds_the_detector(tmp_path):
     """Hand-off: pretrain a tiny ResNet-18, start a Detectron2 C4 detector from it, the weights match."""
     from detectron2.modeling import build_model

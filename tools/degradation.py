@@ -6,7 +6,7 @@
                                               # the paper's Fig. 6 run on CIFAR-10 itself
 
 The default is the main job's degradation recipe (classification.analysis.degradation.RECIPE: the paper's 2015
-units and CIFAR schedule, a budget past the 56-layer nets' early plateau; the main job's degradation preset runs it
+units and CIFAR schedule with a linear warm-up for every net, a budget past the 56-layer nets' early plateau; the main job's degradation preset runs it
 with three seeds and compares the depths with the report's statistic) on the same cached composites and batch path
 as the pretraining: one seed here, about 45 minutes on 2 cores.
 
@@ -42,9 +42,12 @@ def main(argv=None) -> int:
     ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=RECIPE.preact,
                     help="pre-activation units (He et al. 2016) for every net (default: --no-preact, the paper's 2015 "
                          "units, as the main job)")
+    ap.add_argument("--warmup-iterations", type=int, default=RECIPE.warmup_iterations,
+                    help=f"every net's linear warm-up from lr x{RECIPE.warmup_factor:g} (default: "
+                         f"{RECIPE.warmup_iterations}, as the main job; 0: none)")
     ap.add_argument("--warmup-until-error", type=float, default=None,
-                    help="lr x0.1 until the running training error is below this, for every net (the paper's "
-                         "ResNet-110 warm-up uses 0.8; default: none, as the main job)")
+                    help="instead: lr x0.1 until the running training error is below this, then the lr (the paper's "
+                         "ResNet-110 warm-up uses 0.8; needs --warmup-iterations 0)")
     ap.add_argument("--eval-period", type=int, default=50)
     ap.add_argument("--train-samples", type=int, default=None,
                     help="train on the first N training items (default: all; the paper's curves use all)")
@@ -69,6 +72,9 @@ def _run(args) -> int:
                      val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,
                      workers=args.workers,
                      seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error,
+                     **({} if args.warmup_until_error is not None else
+                        {"warmup_method": "linear", "warmup_iterations": args.warmup_iterations,
+                         "warmup_factor": RECIPE.warmup_factor}),
                      model_options={"preact": True} if args.preact else {})
     histories = run_degradation(args.models, base, out)
     split = "held-out" if args.holdout else "val" if args.dataset == "embedded" else "test"

@@ -25,15 +25,25 @@ class DegradationRecipe:
     test checks them against an independent Sec. 4.2 implementation), the same units for plain and residual nets,
     so only the depth and the shortcuts differ, and a budget at which every net leaves chance.
 
-    The budget: the 56-layer nets sit on a plateau near chance for the first ~400 iterations at lr 0.1 and then fall
-    (shared/notes/DEGRADATION_PROBE.md; the earlier 400-iteration budget cut the lr at 200 and 300, inside that
-    plateau, which is why ResNet-56 "stayed at chance"). 1600 iterations keep lr 0.1 to iteration 800, past the
-    plateau, and fit 3 seeds of the 4 nets in 150 minutes on 2 cores (the degradation preset)."""
+    The budget and the warm-up: the 56-layer nets sit on a plateau near chance at lr 0.1 and leave it at an
+    iteration that depends on the seed (shared/notes/DEGRADATION_PROBE.md; RESULTS.md, "the degradation preset with
+    the paper's 2015 units": without warm-up ResNet-56 seed 0 left it near iteration 500, seed 1 was still at 86 %
+    when the lr was cut at 800). At initialisation plain-56's gradient is 1,700-8,400x larger at its first conv than
+    at its last (ResNet-56: ~16x; the exploding gradients of deep BN nets, Yang et al. 2019), so the first steps at
+    lr 0.1 inflate its early weights 7-26x (measured in those runs' final weights) and, BN making each conv scale
+    invariant, divide their effective lr by the square: the trunk stops learning. The paper's own ResNet-110 remedy
+    (lr 0.01 until the training error is below 80 %, then 0.1) was tried first: ResNet-56 seed 1 left chance at 0.01
+    within 150 iterations, and the 10x step to 0.1 threw it back to chance. So every net gets the gradual warm-up of
+    Goyal et al. (2017, Detectron2's WarmupLinear): lr rising linearly from 0.1 x warmup_factor to 0.1 over the
+    first warmup_iterations -- one rule for all four nets. 1600 iterations keep lr 0.1 to iteration 800 and fit 3
+    seeds of the 4 nets in 150 minutes on 2 cores (the degradation preset)."""
 
     models: tuple[str, ...] = ("cifar_plain20", "cifar_plain56", "cifar_resnet20", "cifar_resnet56")
     iterations: int = 1600  # 3.4 epochs of the 60,000 composites; lr 0.1 to 800, x0.1 at 800 and 1200
     batch: int = 128
     lr: float = 0.1
+    warmup_iterations: int = 400  # linear warm-up, a quarter of the run (half of its lr-0.1 phase); 0: none
+    warmup_factor: float = 0.001  # the lr it starts from, x lr (Detectron2's WARMUP_FACTOR default)
     preact: bool = False  # the paper's 2015 units; True: pre-activation units (He et al. 2016), an option
     chance_error: float = 90.0  # % training error of a 10-way guess
     left_chance_by: float = 20.0  # a net has left chance when its final training error is this far below chance

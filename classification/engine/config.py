@@ -63,7 +63,10 @@ class ClsConfig:
     milestones: tuple[float, ...] = _opt((0.5, 0.75), "fractions of the run where the step schedule divides the lr "
                                                       "by 10 (CIFAR: 32k and 48k of 64k)")
     plateau_patience: int = _opt(3, "evaluations without improvement before the plateau schedule divides the lr")
-    warmup_iterations: int = _opt(0, "iterations at lr x warmup-factor")
+    warmup_iterations: int = _opt(0, "iterations of warm-up (--warmup-method)")
+    warmup_method: str = _opt("constant", "constant: lr x warmup-factor during the warm-up (the paper's ResNet-110); "
+                                          "linear: from lr x warmup-factor up to lr over --warmup-iterations (Goyal "
+                                          "et al. 2017, Detectron2's WarmupLinear)", choices=("constant", "linear"))
     warmup_factor: float = _opt(0.1, "lr multiplier during warm-up (0.1: the paper's 0.01 for ResNet-110)")
     warmup_until_error: float | None = _opt(None, "keep warming up until the running training error is below this "
                                                   "(default 0.8 for cifar_resnet110/1202 on cifar10, as the paper)")
@@ -117,6 +120,9 @@ class ClsConfig:
                 or not 0 < self.warmup_factor <= 1:
             raise ValueError("weight_decay (finite) and warmup_iterations must be >= 0 and warmup_factor in (0, 1]")
         # a training error in [0, 1] (0: the low lr for the whole run); NaN or 1.5 warmed up forever, unsaid
+        if self.warmup_method == "linear" and self.warmup_until_error is not None:
+            raise ValueError("warmup_method 'linear' ramps over warmup_iterations; it does not combine with "
+                             "warmup_until_error (a constant warm-up that ends on the training error)")
         if self.warmup_until_error is not None and not 0 <= self.warmup_until_error <= 1:
             raise ValueError(f"warmup_until_error is a training error in [0, 1], got {self.warmup_until_error!r}")
         if any(not 0 < m <= 1 for m in self.milestones):

@@ -187,6 +187,9 @@ class LRSchedule:
             by_error = self.warmup_error is not None and (running_error is None or
                                                           running_error >= self.warmup_error)
             self.warm = by_iter or by_error
+            if self.warm and c.warmup_method == "linear":  # by_iter: a linear warm-up never ends on the error
+                alpha = it / c.warmup_iterations
+                return self.base_lr * (c.warmup_factor * (1 - alpha) + alpha)
             if self.warm:
                 return self.base_lr * c.warmup_factor
         if c.schedule == "plateau":

@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
                     help="pre-activation units (He et al. 2016) for the four nets (default: --no-degradation-preact, "
                          "the paper's 2015 units)")
+    ap.add_argument("--degradation-warmup-iterations", type=int, default=None,
+                    help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g} (default: "
+                         f"{RECIPE.warmup_iterations}; 0: none)")
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -159,7 +162,8 @@ def plan_from_args(args) -> MainJobPlan:
                         ("detect_iterations", args.detect_iterations),
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
-                        ("degradation_preact", args.degradation_preact), ("arms", args.arms)):
+                        ("degradation_preact", args.degradation_preact),
+                        ("degradation_warmup_iterations", args.degradation_warmup_iterations), ("arms", args.arms)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     if args.degradation is not None:
@@ -346,13 +350,15 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png", eval_split="val",
                 title=f"embedded composites, {plan.degradation_iterations} iterations of {RECIPE.batch}, "
                       f"lr {RECIPE.lr:g}"
-                      f"{', pre-activation units' if plan.degradation_preact else ''}")
+                      + (", linear warm-up" if plan.degradation_warmup_iterations else "")
+                      + (", pre-activation units" if plan.degradation_preact else ""))
     plot_layer_responses({m: responses[m][run] for m, (run, _) in first.items() if run in responses.get(m, {})},
                          str(report / "layer_responses.png"))
     seeds = len(plan.degradation_seeds)
     return [ReportSection(  # what it shows is in the report's notes (degradation_notes)
         "Degradation (paper Figs. 1, 6, 7)", table=degradation_table(results),
-        lines=(f"Final errors after {plan.degradation_iterations} iterations, mean ± sd over {seeds} seed(s): "
+        lines=(f"One recipe for every net: {plan.degradation_recipe()}. "
+               f"Final errors after {plan.degradation_iterations} iterations, mean ± sd over {seeds} seed(s): "
                "training error is the running error of the last 50 batches, augmentation on (the paper's curves); "
                "val error on the val split.", *degradation_comparison_lines(results)),
         figures=(("degradation.png", "training (dashed) and val (solid) error against iterations, first seed"),

@@ -90,6 +90,7 @@ class MainJobPlan:
     #   Welch's t had 1-2 degrees of freedom and plain-56 at chance vs plain-20 at 62 +- 9% made no call)
     degradation_preact: bool = RECIPE.preact  # the paper's 2015 units for all four nets by default; True:
     #   pre-activation units (He et al. 2016); plain and residual nets always share their units
+    degradation_warmup_iterations: int = RECIPE.warmup_iterations  # every net's linear warm-up (RECIPE); 0: none
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -137,17 +138,28 @@ class MainJobPlan:
                 "--output-dir", str(out)]
 
     def degradation_args(self, model: str, seed: int, out: Path) -> list[str]:
-        """The same recipe for every net -- the paper's CIFAR one: lr 0.1 at batch 128, x0.1 at 50% and 75%, no
-        warm-up, no zero-init; the units of degradation_preact -- so only the depth and the shortcuts differ."""
+        """The same recipe for every net -- the paper's CIFAR one: lr 0.1 at batch 128, x0.1 at 50% and 75%, its
+        linear warm-up (RECIPE), no zero-init; the units of degradation_preact -- so only the depth and the
+        shortcuts differ."""
         n = self.degradation_iterations
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
+        warmup = (["--warmup-method", "linear", "--warmup-iterations", str(self.degradation_warmup_iterations),
+                   "--warmup-factor", str(RECIPE.warmup_factor)] if self.degradation_warmup_iterations else [])
         return [str(project_files().tool("train_cls.py")), "--model", model,
                 *_model_option_args(self.degradation_options()), "--dataset", "embedded",
                 "--image-size", str(self.pretrain_image_size), "--iterations", str(n),
-                "--batch-size", str(RECIPE.batch), "--lr", str(RECIPE.lr), "--eval-period", str(max(1, n // 8)),
-                "--checkpoint-period", str(max(1, n // 2)),
+                "--batch-size", str(RECIPE.batch), "--lr", str(RECIPE.lr), *warmup,
+                "--eval-period", str(max(1, n // 8)), "--checkpoint-period", str(max(1, n // 2)),
                 "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
+
+    def degradation_recipe(self) -> str:
+        """The degradation recipe in words, for the report, the summary and the figure's title."""
+        warmup = (f", linear warm-up from lr x{RECIPE.warmup_factor:g} over the first "
+                  f"{self.degradation_warmup_iterations} iterations" if self.degradation_warmup_iterations else "")
+        return (f"{self.degradation_iterations} iterations of {RECIPE.batch} at {self.pretrain_image_size} px, "
+                f"lr {RECIPE.lr:g} (x0.1 at 50% and 75%){warmup}, "
+                + ("pre-activation units" if self.degradation_preact else "the paper's 2015 units"))
 
     def detect_iterations_of(self, arm: str) -> int:
         return self.detect_iterations * ARMS[arm].schedule
@@ -287,6 +299,9 @@ def validate_plan(plan: MainJobPlan) -> None:
             raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
     if plan.degradation and not plan.degradation_iterations > 0:
         raise PlanError(f"--degradation-iterations must be positive, got {plan.degradation_iterations}")
+    if not 0 <= plan.degradation_warmup_iterations <= plan.degradation_iterations:
+        raise PlanError(f"--degradation-warmup-iterations must be in [0, --degradation-iterations "
+                        f"{plan.degradation_iterations}], got {plan.degradation_warmup_iterations}")
     for name in ("pretrain_seeds", "detect_seeds", "scratch_seeds", "degradation_seeds"):
         seeds = getattr(plan, name)
         if len(set(seeds)) != len(seeds):

@@ -273,9 +273,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
         lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, "
                      f"AP {chance['AP']:.2f}")
     if results.degradation:
-        lines.append(f"Degradation (plain vs residual CIFAR nets, {plan.degradation_iterations} iterations of "
-                     f"{RECIPE.batch} at {plan.pretrain_image_size} px, the same recipe"
-                     f"{', pre-activation units' if plan.degradation_preact else ''}; final errors over seeds):")
+        lines.append(f"Degradation (plain vs residual CIFAR nets, one recipe: {plan.degradation_recipe()}; final "
+                     "errors over seeds):")
         lines += [f"  {ln}" for ln in degradation_lines(results)]
     return lines
 
