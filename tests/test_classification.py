@@ -3,6 +3,7 @@ detection, DDP on CPU, the analysis tools."""
 
 import pickle
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -202,16 +203,35 @@ def test_linear_warmup_ramps_from_the_factor_to_the_base_lr_then_the_step_schedu
     at W the step schedule's lr, and the milestones still apply after it."""
     from classification.engine.trainer import LRSchedule
 
-    cfg = ClsConfig(iterations=100, warmup_method="linear", warmup_iterations=4, warmup_factor=0.01)
+    cfg = ClsConfig(iterations=100, warmup_method="linear", warmup_iterations=5, warmup_factor=0.01)
     schedule = LRSchedule(cfg, base_lr=0.1)
-    lrs = [schedule(it, running_error=0.9) for it in range(0, 100, 2)]
-    assert lrs[:3] == pytest.approx([0.001, 0.0505, 0.1])
-    assert lrs[25] == pytest.approx(0.01) and lrs[38] == pytest.approx(0.001)  # x0.1 at 50 and at 75
+    lrs = [schedule(it, running_error=0.9) for it in range(100)]
+    assert lrs[0] == pytest.approx(0.001) and lrs[2] == pytest.approx(0.001 * 0.6 + 0.1 * 0.4)
+    assert lrs[4] == pytest.approx(0.1 * (0.01 * 0.2 + 0.8)) and lrs[5] == lrs[49] == pytest.approx(0.1)
+    assert lrs[50] == pytest.approx(0.01) and lrs[75] == pytest.approx(0.001)  # x0.1 at 50 and at 75
 
 
-def test_linear_warmup_does_not_combine_with_the_error_criterion():
-    with pytest.raises(ValueError, match="does not combine with warmup_until_error"):
-        ClsConfig(warmup_method="linear", warmup_iterations=10, warmup_until_error=0.8)
+def test_a_linear_warmup_ends_on_its_iterations_even_where_the_paper_warms_up_on_the_error():
+    """ResNet-110 on CIFAR-10 warms up on the training error by default (the paper); a linear warm-up chosen for it
+    ends at its iterations (the lr climbed past the base lr while the error criterion kept it warm)."""
+    from classification.engine.trainer import LRSchedule
+
+    paper = ClsConfig(dataset="cifar10", model="cifar_resnet110", iterations=100)
+    assert paper.warmup_error() == 0.8
+    cfg = replace(paper, warmup_method="linear", warmup_iterations=10)
+    assert cfg.warmup_error() is None
+    assert LRSchedule(cfg, base_lr=0.1)(30, running_error=0.9) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"warmup_method": "linear", "warmup_iterations": 10, "warmup_until_error": 0.8},
+     "does not combine with warmup_until_error"),
+    ({"warmup_method": "linear", "warmup_iterations": 60, "iterations": 100},
+     r"a linear warm-up of 60 iterations runs past the first lr cut at iteration 50"),
+])
+def test_a_linear_warmup_that_cannot_mean_what_it_says_is_refused(options, match):
+    with pytest.raises(ValueError, match=match):
+        ClsConfig(**options)
 
 
 def test_classification_checkpoint_feeds_the_detector(tmp_path):

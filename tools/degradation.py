@@ -6,9 +6,10 @@
                                               # the paper's Fig. 6 run on CIFAR-10 itself
 
 The default is the main job's degradation recipe (classification.analysis.degradation.RECIPE: the paper's 2015
-units and CIFAR schedule with a linear warm-up for every net, a budget past the 56-layer nets' early plateau; the main job's degradation preset runs it
-with three seeds and compares the depths with the report's statistic) on the same cached composites and batch path
-as the pretraining: one seed here, about 45 minutes on 2 cores.
+units and CIFAR schedule, a linear warm-up for every net (ours, not the paper's), a budget past the 56-layer nets'
+early plateau; the main job's degradation preset runs it with three seeds and compares the depths with the report's
+statistic) on the same cached composites and batch path as the pretraining: one seed here, about 45 minutes on 2
+cores.
 
 Writes OUT/degradation.png (training error dashed, val / held-out / test error solid), OUT/degradation.md (table)
 and each run's directory; prints the table. --layer-responses adds Fig. 7 (std of 3x3 layer responses) for the
@@ -42,12 +43,12 @@ def main(argv=None) -> int:
     ap.add_argument("--preact", action=argparse.BooleanOptionalAction, default=RECIPE.preact,
                     help="pre-activation units (He et al. 2016) for every net (default: --no-preact, the paper's 2015 "
                          "units, as the main job)")
-    ap.add_argument("--warmup-iterations", type=int, default=RECIPE.warmup_iterations,
-                    help=f"every net's linear warm-up from lr x{RECIPE.warmup_factor:g} (default: "
-                         f"{RECIPE.warmup_iterations}, as the main job; 0: none)")
+    ap.add_argument("--warmup-fraction", type=float, default=RECIPE.warmup_fraction,
+                    help=f"every net's linear warm-up from lr x{RECIPE.warmup_factor:g}, a fraction of the run "
+                         f"(default: {RECIPE.warmup_fraction:g}, as the main job; 0: none)")
     ap.add_argument("--warmup-until-error", type=float, default=None,
-                    help="instead: lr x0.1 until the running training error is below this, then the lr (the paper's "
-                         "ResNet-110 warm-up uses 0.8; needs --warmup-iterations 0)")
+                    help="instead: lr x0.1 until the running training error is below this (the paper's ResNet-110 "
+                         "warm-up uses 0.8; with --warmup-fraction 0)")
     ap.add_argument("--eval-period", type=int, default=50)
     ap.add_argument("--train-samples", type=int, default=None,
                     help="train on the first N training items (default: all; the paper's curves use all)")
@@ -66,16 +67,13 @@ def main(argv=None) -> int:
 
 def _run(args) -> int:
     out = Path(args.out)
+    schedule = RECIPE.schedule(args.iterations, args.warmup_fraction) | {"lr": args.lr}
     base = ClsConfig(dataset=args.dataset, data_root=args.data_root, iterations=args.iterations,
-                     batch_size=args.batch_size, lr=args.lr, eval_period=args.eval_period,
+                     batch_size=args.batch_size, eval_period=args.eval_period,
                      checkpoint_period=args.iterations, train_samples=args.train_samples,
                      val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,
-                     workers=args.workers,
-                     seed=args.seed, milestones=(0.5, 0.75), warmup_until_error=args.warmup_until_error,
-                     **({} if args.warmup_until_error is not None else
-                        {"warmup_method": "linear", "warmup_iterations": args.warmup_iterations,
-                         "warmup_factor": RECIPE.warmup_factor}),
-                     model_options={"preact": True} if args.preact else {})
+                     workers=args.workers, seed=args.seed, warmup_until_error=args.warmup_until_error,
+                     model_options={"preact": True} if args.preact else {}, **schedule)
     histories = run_degradation(args.models, base, out)
     split = "held-out" if args.holdout else "val" if args.dataset == "embedded" else "test"
     plot_curves(histories, out / "degradation.png", eval_split=split,

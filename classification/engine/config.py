@@ -127,6 +127,11 @@ class ClsConfig:
             raise ValueError(f"warmup_until_error is a training error in [0, 1], got {self.warmup_until_error!r}")
         if any(not 0 < m <= 1 for m in self.milestones):
             raise ValueError(f"milestones are fractions of the run in (0, 1], got {list(self.milestones)}")
+        first_cut = min(self.milestones, default=1.0) * self.iterations if self.schedule == "step" else None
+        if self.warmup_method == "linear" and first_cut is not None and self.warmup_iterations > first_cut:
+            raise ValueError(f"a linear warm-up of {self.warmup_iterations} iterations runs past the first lr "
+                             f"cut at iteration {first_cut:g} (milestones {list(self.milestones)} of "
+                             f"{self.iterations}): it would ramp to the base lr over the cut")
         for f in fields(self):
             choices = f.metadata.get("choices")
             if choices and getattr(self, f.name) not in choices:
@@ -143,6 +148,8 @@ class ClsConfig:
     def warmup_error(self) -> float | None:
         if self.warmup_until_error is not None:
             return self.warmup_until_error
+        if self.warmup_method == "linear":  # the paper's ResNet-110 default is a constant warm-up; a linear one
+            return None  # chosen by the user ends on its iterations alone
         return 0.8 if self.dataset == "cifar10" and self.model in _WARMUP_UNTIL_ERROR_MODELS else None
 
 

@@ -187,8 +187,8 @@ class LRSchedule:
             by_error = self.warmup_error is not None and (running_error is None or
                                                           running_error >= self.warmup_error)
             self.warm = by_iter or by_error
-            if self.warm and c.warmup_method == "linear":  # by_iter: a linear warm-up never ends on the error
-                alpha = it / c.warmup_iterations
+            if self.warm and c.warmup_method == "linear":  # by_iter (cfg.warmup_error() is None for it): the
+                alpha = min(1.0, it / c.warmup_iterations)  # ramp ends before the first cut (ClsConfig checks)
                 return self.base_lr * (c.warmup_factor * (1 - alpha) + alpha)
             if self.warm:
                 return self.base_lr * c.warmup_factor

@@ -133,9 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
                     help="pre-activation units (He et al. 2016) for the four nets (default: --no-degradation-preact, "
                          "the paper's 2015 units)")
-    ap.add_argument("--degradation-warmup-iterations", type=int, default=None,
-                    help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g} (default: "
-                         f"{RECIPE.warmup_iterations}; 0: none)")
+    ap.add_argument("--degradation-warmup-fraction", type=float, default=None,
+                    help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g}, a fraction of "
+                         f"the run (default: {RECIPE.warmup_fraction:g}; 0: none)")
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -163,7 +163,7 @@ def plan_from_args(args) -> MainJobPlan:
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
                         ("degradation_preact", args.degradation_preact),
-                        ("degradation_warmup_iterations", args.degradation_warmup_iterations), ("arms", args.arms)):
+                        ("degradation_warmup_fraction", args.degradation_warmup_fraction), ("arms", args.arms)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     if args.degradation is not None:
@@ -350,7 +350,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
     plot_curves({f"{m} ({run})": h for m, (run, h) in first.items()}, report / "degradation.png", eval_split="val",
                 title=f"embedded composites, {plan.degradation_iterations} iterations of {RECIPE.batch}, "
                       f"lr {RECIPE.lr:g}"
-                      + (", linear warm-up" if plan.degradation_warmup_iterations else "")
+                      + (", linear warm-up" if plan.degradation_warmup_fraction else "")
                       + (", pre-activation units" if plan.degradation_preact else ""))
     plot_layer_responses({m: responses[m][run] for m, (run, _) in first.items() if run in responses.get(m, {})},
                          str(report / "layer_responses.png"))

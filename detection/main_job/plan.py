@@ -44,6 +44,14 @@ def _model_option_args(options: dict) -> list[str]:
     return [a for k, v in options.items() for a in ("--model-option", f"{k}={v}")]
 
 
+def _trainer_option_args(options: dict) -> list[str]:
+    """tools/train_cls.py's flags for ClsConfig fields (a tuple: its values after the flag)."""
+    out = []
+    for key, value in options.items():
+        out += [f"--{key.replace('_', '-')}", *(map(str, value) if isinstance(value, tuple) else [str(value)])]
+    return out
+
+
 def paper_config(model: str) -> Path:
     """The paper config of the backbone's detection design (COCO-Detection/*.yaml)."""
     return project_files().config(*DESIGN_CONFIGS[model_info(model).detection_design])
@@ -90,7 +98,7 @@ class MainJobPlan:
     #   Welch's t had 1-2 degrees of freedom and plain-56 at chance vs plain-20 at 62 +- 9% made no call)
     degradation_preact: bool = RECIPE.preact  # the paper's 2015 units for all four nets by default; True:
     #   pre-activation units (He et al. 2016); plain and residual nets always share their units
-    degradation_warmup_iterations: int = RECIPE.warmup_iterations  # every net's linear warm-up (RECIPE); 0: none
+    degradation_warmup_fraction: float = RECIPE.warmup_fraction  # every net's linear warm-up, of the run; 0: none
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -138,27 +146,28 @@ class MainJobPlan:
                 "--output-dir", str(out)]
 
     def degradation_args(self, model: str, seed: int, out: Path) -> list[str]:
-        """The same recipe for every net -- the paper's CIFAR one: lr 0.1 at batch 128, x0.1 at 50% and 75%, its
-        linear warm-up (RECIPE), no zero-init; the units of degradation_preact -- so only the depth and the
+        """The same recipe for every net (RECIPE.schedule: the paper's CIFAR lr 0.1 at batch 128, x0.1 at 50% and
+        75%, and our linear warm-up), no zero-init, the units of degradation_preact -- so only the depth and the
         shortcuts differ."""
         n = self.degradation_iterations
         val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                ["--val-samples", str(self.pretrain_val_images)])
-        warmup = (["--warmup-method", "linear", "--warmup-iterations", str(self.degradation_warmup_iterations),
-                   "--warmup-factor", str(RECIPE.warmup_factor)] if self.degradation_warmup_iterations else [])
+        schedule = RECIPE.schedule(n, self.degradation_warmup_fraction)
         return [str(project_files().tool("train_cls.py")), "--model", model,
                 *_model_option_args(self.degradation_options()), "--dataset", "embedded",
                 "--image-size", str(self.pretrain_image_size), "--iterations", str(n),
-                "--batch-size", str(RECIPE.batch), "--lr", str(RECIPE.lr), *warmup,
+                "--batch-size", str(RECIPE.batch), *_trainer_option_args(schedule),
                 "--eval-period", str(max(1, n // 8)), "--checkpoint-period", str(max(1, n // 2)),
                 "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
 
     def degradation_recipe(self) -> str:
-        """The degradation recipe in words, for the report, the summary and the figure's title."""
-        warmup = (f", linear warm-up from lr x{RECIPE.warmup_factor:g} over the first "
-                  f"{self.degradation_warmup_iterations} iterations" if self.degradation_warmup_iterations else "")
+        """The degradation recipe in words, for the report's section and the summary."""
+        s = RECIPE.schedule(self.degradation_iterations, self.degradation_warmup_fraction)
+        cuts = " and ".join(f"{m:.0%}" for m in s["milestones"])
+        warmup = (f", linear warm-up from lr x{s['warmup_factor']:g} over the first {s['warmup_iterations']} "
+                  "iterations (ours, not the paper's)" if "warmup_iterations" in s else "")
         return (f"{self.degradation_iterations} iterations of {RECIPE.batch} at {self.pretrain_image_size} px, "
-                f"lr {RECIPE.lr:g} (x0.1 at 50% and 75%){warmup}, "
+                f"lr {s['lr']:g} (x0.1 at {cuts}){warmup}, "
                 + ("pre-activation units" if self.degradation_preact else "the paper's 2015 units"))
 
     def detect_iterations_of(self, arm: str) -> int:
@@ -299,9 +308,9 @@ def validate_plan(plan: MainJobPlan) -> None:
             raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
     if plan.degradation and not plan.degradation_iterations > 0:
         raise PlanError(f"--degradation-iterations must be positive, got {plan.degradation_iterations}")
-    if not 0 <= plan.degradation_warmup_iterations <= plan.degradation_iterations:
-        raise PlanError(f"--degradation-warmup-iterations must be in [0, --degradation-iterations "
-                        f"{plan.degradation_iterations}], got {plan.degradation_warmup_iterations}")
+    if plan.degradation and not 0 <= plan.degradation_warmup_fraction <= min(RECIPE.milestones):
+        raise PlanError(f"--degradation-warmup-fraction must be in [0, {min(RECIPE.milestones):g}] (the warm-up "
+                        f"ends by the first lr cut), got {plan.degradation_warmup_fraction!r}")
     for name in ("pretrain_seeds", "detect_seeds", "scratch_seeds", "degradation_seeds"):
         seeds = getattr(plan, name)
         if len(set(seeds)) != len(seeds):

@@ -30,7 +30,7 @@ class ResultsDocError(ValueError):
 
 
 def _tuple(v):
-    return tuple(v) if isinstance(v, list) else v
+    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 
 
 def comparison_from_json(d: dict) -> Comparison:

@@ -23,7 +23,8 @@ the comparison is one of a job's family (below), the 95% one for a comparison on
 no spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
 interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
 units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
-80% power (the t quantiles of the 95% interval and of 80% power added) -- a size to plan a run by. Beside it,
+80% power (the t quantiles of the deciding interval -- 95%, or the comparison's Holm level in a family -- and of
+80% power added) -- a size to plan a run by. Beside it,
 P(A > B): the probability that a unit of A (its mean over its nested runs) has the higher value than a unit of B
 (ties count half) -- rliable's probability of improvement when higher is better, over all pairs of units, since
 runs nested in one unit are not independent draws; a description, not a test.
@@ -98,12 +99,15 @@ class Comparison:
     p_a_better: float  # P(a unit of A > a unit of B), ties half
     units: tuple[int, int]  # units in A and in B
     runs: tuple[int, int]
-    units_needed: int | None  # per group, for 80% power at the observed Δ and spreads (None: > 1000 or not asked)
+    units_needed: int | None  # per group, for 80% power at the observed Δ and spreads, at the level that decides
+    #   (the family's when adjusted); None: called already, no spread, Δ 0, or more than MAX_UNITS_NEEDED
     why_no_interval: str | None = None
     higher_is_better: bool = True  # False for errors: the group "ahead" is the one with the lower value
     se: float | None = None  # standard error of delta (None without an interval)
     p_value: float | None = None  # two-sided, Welch's t, before any adjustment
     adjustment: Adjustment | None = None  # set by `adjust` when the comparison is one of a printed family
+    terms: tuple[tuple[float, float, int], ...] = ()  # (weight, variance of its unit means, units) of each group
+    #   of the contrast: what units_needed is recomputed from at the family's level (() in results written before)
 
     @property
     def decided_by(self) -> tuple[float, float] | None:
@@ -190,9 +194,9 @@ class Comparison:
         if self.units_needed:
             need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at "
                     "the observed spread (80% power)")
-        else:
-            need = "" if self.delta == 0.0 else f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would"
-            need += " be needed to separate a difference this size" if need else ""
+        else:  # None with its terms known: beyond the search; without them (an older results file): not known
+            need = (f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would be needed to separate a "
+                    "difference this size" if self.terms and self.delta != 0.0 else "")
         return f"{head}, {ci}, {p} ({counts}) -- no call: {which}{need}"
 
 
@@ -259,15 +263,22 @@ def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[t
                           higher_is_better)
     se, df = _welch(variances)
     half = t_quantile(0.5 + LEVEL / 2, df) * se
-    needed = None
-    if abs(delta) <= half and delta != 0.0:
-        for k in range(2, MAX_UNITS_NEEDED + 1):
-            se_k, df_k = _welch([(w, var, k) for w, var, _ in variances])
-            if (t_quantile(0.5 + LEVEL / 2, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
-                needed = k
-                break
+    needed = _units_needed(variances, delta, 1.0 - LEVEL) if abs(delta) <= half else None
     return Comparison(*args, (delta - half, delta + half), df, p_better, units, runs, needed, None,
-                      higher_is_better, se, _two_sided_p(delta, se, df))
+                      higher_is_better, se, _two_sided_p(delta, se, df), terms=tuple(variances))
+
+
+def _units_needed(terms: Sequence[tuple[float, float, int]], delta: float, alpha: float) -> int | None:
+    """The fewest units per group (2..MAX_UNITS_NEEDED) at which the two-sided level-alpha interval excludes 0 with
+    80% power for a true difference `delta` at the observed spreads: (t(1 - alpha/2, df_k) + t(0.8, df_k)) se_k <
+    |delta|. None for delta 0 or beyond the search."""
+    if delta == 0.0:
+        return None
+    for k in range(2, MAX_UNITS_NEEDED + 1):
+        se_k, df_k = _welch([(w, var, k) for w, var, _ in terms])
+        if (t_quantile(1.0 - alpha / 2.0, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
+            return k
+    return None
 
 
 def _unit_means(values: Values) -> tuple[list[float], int]:
@@ -343,7 +354,11 @@ def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0
             half = t_quantile(1.0 - step_alpha / 2.0, c.df) * c.se
             interval = (c.delta - half, c.delta + half)
         adj = Adjustment(HOLM, family, m, k, step_alpha, interval, None if c.p_value is None else running)
-        out[i] = replace(c, adjustment=adj)
+        not_called = interval is not None and interval[0] <= 0.0 <= interval[1]
+        # the power to plan a rerun by is at the level that decides the call (a raw p of 0.03 in a family of 5
+        # needs more units, not none)
+        needed = _units_needed(c.terms, c.delta, step_alpha) if not_called and c.terms else None
+        out[i] = replace(c, adjustment=adj, units_needed=needed)
     return out  # type: ignore[return-value]
 
 

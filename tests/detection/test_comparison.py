@@ -5,10 +5,11 @@ against hand arithmetic, Student's t table values, and the two converged runs th
 
 import math
 import statistics
+from dataclasses import replace
 
 import pytest
 
-from detection.report.comparison import HOLM, adjust, compare, contrast, spread, t_quantile
+from detection.report.comparison import HOLM, _units_needed, adjust, compare, contrast, spread, t_quantile
 
 
 @pytest.mark.parametrize("df, value", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423),
@@ -207,3 +208,25 @@ def test_ties_keep_the_family_order_so_every_rebuild_ranks_alike():
     other = compare("AP", "y", {0: [1.0]}, "run", "b", {0: [0.0]}, "run")
     assert [c.adjustment.rank for c in adjust([one, other], "f")] == [1, 2]
     assert [c.adjustment.rank for c in adjust([other, one], "f")] == [1, 2]
+
+
+def test_units_needed_in_a_family_is_at_the_holm_level_not_missing_when_the_raw_interval_excludes_0():
+    """The degradation block of RESULTS.md said "more than 1000 runs per group would be needed" for Δ +51 with a raw
+    p of 0.028 that Holm over 5 did not call: the power search ran only when the 95% interval included 0. In a family
+    it runs at the comparison's Holm level, and it is monotone in the level."""
+    deep = compare("training error", "plain56", {0: [63.1], 1: [88.2], 2: [60.8]}, "run",
+                   "plain20", {0: [20.2], 1: [19.7], 2: [18.6]}, "run", higher_is_better=False)
+    others = [compare("x", f"a{i}", {0: [1.0], 1: [2.0], 2: [3.0]}, "run", f"b{i}", {0: [1.5], 1: [2.5], 2: [2.0]},
+                      "run") for i in range(4)]
+    assert deep.p_value < 0.05 and deep.call is not None and deep.units_needed is None  # called on its own
+    adjusted = adjust([deep, *others], "five")[0]
+    assert adjusted.call is None and adjusted.units_needed is not None and 3 < adjusted.units_needed < 20
+    assert f"about {adjusted.units_needed} runs per group" in adjusted.describe()
+    assert "more than 1000" not in adjusted.describe()
+    assert adjusted.units_needed >= _units_needed(deep.terms, deep.delta, 0.05)
+
+
+def test_a_comparison_read_from_an_older_results_file_without_its_terms_claims_no_power():
+    c = compare("AP50", "a", {0: [10.0], 1: [12.0]}, "run", "b", {0: [9.0], 1: [10.0]}, "run")
+    old = replace(c, units_needed=None, terms=())
+    assert "per group" not in old.describe() and "per group" in c.describe()

@@ -64,22 +64,25 @@ def test_full_preset_has_three_units_per_arm_and_a_longer_scratch_schedule(tmp_p
     assert all("preact=True" in s.argv for s in plan_stages(plan_from_args(args), tmp_path))
 
 
-def test_every_degradation_net_gets_the_same_linear_warmup_and_zero_turns_it_off(tmp_path):
-    """One recipe for all four nets (only depth and shortcuts differ): the same warm-up flags in every stage's
-    command, the recipe's by default; --degradation-warmup-iterations 0 leaves them out; beyond the run refused."""
+def test_every_degradation_net_gets_the_same_schedule_and_a_zero_warmup_fraction_turns_the_ramp_off(tmp_path):
+    """One recipe for all four nets (only depth and shortcuts differ): the same lr, milestones and linear warm-up
+    flags in every stage's command, RECIPE.schedule's; --degradation-warmup-fraction 0 leaves the ramp out; a ramp
+    past the first lr cut is refused before any stage."""
     from classification.analysis.degradation import RECIPE
 
     stages = plan_stages(replace(MainJobPlan(), **PRESETS["degradation"]), tmp_path)
-    warmups = {tuple(s.argv[s.argv.index("--warmup-method"):s.argv.index("--warmup-method") + 6]) for s in stages}
-    assert warmups == {("--warmup-method", "linear", "--warmup-iterations", str(RECIPE.warmup_iterations),
-                        "--warmup-factor", str(RECIPE.warmup_factor))}
-    off = build_parser().parse_args(["--preset", "degradation", "--degradation-warmup-iterations", "0"])
+    schedules = {tuple(s.argv[s.argv.index("--lr"):s.argv.index("--eval-period")]) for s in stages}
+    assert schedules == {("--lr", "0.1", "--milestones", "0.5", "0.75", "--warmup-method", "linear",
+                          "--warmup-iterations", str(int(RECIPE.warmup_fraction * 1600)),
+                          "--warmup-factor", str(RECIPE.warmup_factor))}
+    off = build_parser().parse_args(["--preset", "degradation", "--degradation-warmup-fraction", "0"])
     assert not any("--warmup-method" in s.argv for s in plan_stages(plan_from_args(off), tmp_path))
     assert "warm-up" not in plan_from_args(off).degradation_recipe()
-    too_long = build_parser().parse_args(["--preset", "degradation", "--degradation-warmup-iterations", "2000"])
-    with pytest.raises(PlanError, match=r"--degradation-warmup-iterations must be in \[0, --degradation-iterations "
-                                        r"1600\], got 2000"):
+    too_long = build_parser().parse_args(["--preset", "degradation", "--degradation-warmup-fraction", "0.6"])
+    with pytest.raises(PlanError, match=r"--degradation-warmup-fraction must be in \[0, 0.5\] \(the warm-up ends by "
+                                        r"the first lr cut\), got 0.6"):
         plan_from_args(too_long)
+
 
 
 def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_norm(tmp_path):
