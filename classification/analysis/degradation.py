@@ -12,6 +12,7 @@ import torch
 from backbones import create_model
 from backbones.checkpoint_io import atomic_write_text
 
+from ..engine.run_directory import claim_run_directory
 from ..engine.trainer import ClsConfig, train
 
 __all__ = ["DegradationRecipe", "RECIPE", "run_degradation", "plot_curves", "summary_table"]
@@ -70,6 +71,9 @@ def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> 
         with torch.device("meta"):  # minutes: the registry's "unknown model ...; similar: ...", an option a
             create_model(name, **base.model_options)  # family lacks (VGG has no pre-activation units)
     out = Path(out_dir)
+    for name in models:  # a rerun into the same directory reported the old runs as new and rewrote their config
+        claim_run_directory(out / name, resume=False, writer=True, recorded=None, now={}, may_change=(), source="",
+                            what="train a degradation net into it", flag="--output-dir", resumable=False)
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in models:

@@ -73,12 +73,14 @@ def lock_run_directory(output_dir: str | os.PathLike) -> None:
 
 
 def refuse_existing_run(output_dir: str | os.PathLike, *, resume: bool, what: str = "train into it",
-                        flag: str = "OUTPUT_DIR") -> None:
-    """UsageError naming the files when `output_dir` already holds a run and `resume` is not set."""
+                        flag: str = "OUTPUT_DIR", resumable: bool = True) -> None:
+    """UsageError naming the files when `output_dir` already holds a run and `resume` is not set; resumable:
+    whether the tool has a --resume to offer."""
     found = [f for f in RUN_MARKERS if (Path(output_dir) / f).is_file()]  # any of them: the directory holds a run
     if found and not resume:
+        remedy = "Pass --resume to continue that run, or choose" if resumable else "Choose"
         raise UsageError(f"{flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "
-                         "and overwrite it. Pass --resume to continue that run, or choose another " + flag + ".")
+                         f"and overwrite it. {remedy} another {flag}.")
 
 
 def _flatten(d, prefix: str = "") -> dict:
@@ -150,7 +152,7 @@ def prune_intermediate_checkpoints(output_dir: str | os.PathLike, keep: int) -> 
 
 def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: bool, recorded: dict | None,
                         now: dict, may_change: tuple[str, ...], source: str, what: str = "train into it",
-                        flag: str = "OUTPUT_DIR") -> None:
+                        flag: str = "OUTPUT_DIR", resumable: bool = True) -> None:
     """The rules in the order a run applies them, before it writes anything: the writer (global rank 0) takes the
     lock and refuses symbolic links; an existing run needs --resume; a resume keeps the settings the run recorded
     (`recorded`, read from `source`; None when there is none) but for the keys in `may_change`."""
@@ -158,6 +160,6 @@ def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: 
         lock_run_directory(output_dir)
         refuse_symlinks(output_dir)
         remove_partial_writes(output_dir)
-    refuse_existing_run(output_dir, resume=resume, what=what, flag=flag)
+    refuse_existing_run(output_dir, resume=resume, what=what, flag=flag, resumable=resumable)
     if resume and recorded is not None:
         refuse_changed_settings(recorded, now, allowed=may_change, source=source)

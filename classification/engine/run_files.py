@@ -14,10 +14,13 @@ A main-job stage directory adds STAGE_RECORD and STAGE_LOG; the job directory JO
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backbones import bounded_read
+from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
@@ -55,19 +58,18 @@ class RunFileError(ValueError):
     """A run file that exists but cannot be used: the message names the file and what is wrong."""
 
 
+RUN_FILE_LIMIT = 256 * MiB  # a run's JSON files (metrics.json holds the history: kilobytes to a few MB)
+
+
 def read_json(path: Path):
-    """A JSON file's value; None when the file does not exist; RunFileError naming it when it is unreadable."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    """A JSON file's value; None when the file does not exist; RunFileError naming it when it is unreadable (not
+    JSON, a FIFO or device -- read without blocking or filling memory -- or over RUN_FILE_LIMIT)."""
+    if not os.path.lexists(path):
         return None
-    except (OSError, UnicodeDecodeError) as err:
-        raise RunFileError(f"{path}: cannot read it ({err})") from None
     try:
-        return json.loads(text)
-    except ValueError as err:
-        raise RunFileError(f"{path}: not JSON ({err})") from None
+        return bounded_read.read_json(path, limit=RUN_FILE_LIMIT)
+    except UnreadableFile as err:
+        raise RunFileError(str(err)) from None
 
 
 @dataclass(frozen=True)

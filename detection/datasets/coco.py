@@ -24,6 +24,8 @@ import numpy as np
 from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.structures import BoxMode
 
+from backbones.bounded_read import MiB, UnreadableFile, regular_file
+
 from .validation import (
     DatasetFormatError,
     boxes_array,
@@ -39,11 +41,17 @@ __all__ = ["DatasetFormatError", "CocoGroundTruth", "coco_ground_truth", "load_c
 
 logger = logging.getLogger(__name__)
 
+COCO_JSON_LIMIT = 4096 * MiB  # instances_train2017.json is 448 MB; Objects365-size files are a few GB
+
 
 def read_coco_json(json_file: str) -> dict:
     """The file parsed once, or a one-line error naming it."""
-    if not os.path.isfile(json_file):
+    if not os.path.lexists(json_file):
         raise FileNotFoundError(f"COCO annotation file not found: {json_file}")
+    try:
+        regular_file(json_file, limit=COCO_JSON_LIMIT)  # a FIFO blocked open(); /dev/zero filled memory
+    except UnreadableFile as err:
+        raise DatasetFormatError(str(err)) from None
     try:
         with open(json_file, "rb") as f:
             raw = f.read()

@@ -17,6 +17,8 @@ from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.structures import BoxMode
 from PIL import Image
 
+from backbones.bounded_read import MiB, UnreadableFile, read_bytes, read_text
+
 from .validation import check_class_names, sanitize_boxes
 
 __all__ = ["VOC_CLASSES", "VOCFormatError", "parse_voc_xml", "load_voc_instances", "register_voc",
@@ -31,6 +33,31 @@ VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "
 
 class VOCFormatError(ValueError):
     """An annotation file that cannot be read as VOC; the message names the file."""
+
+
+ANNOTATION_LIMIT = 16 * MiB  # a VOC annotation is 1-3 KB; one with 10,000 objects is ~3 MB
+SPLIT_LIMIT = 64 * MiB  # one id per line: millions of images
+
+
+def _read_annotation(path: str) -> ET.Element:
+    """The annotation's root with every tag as its lower-case local name: a default namespace (`<annotation
+    xmlns=...>`), a declared prefix (`<v:object>`) or `<Object>` made objects vanish silently (AP50 84 for perfect
+    detections). A regular file only (a FIFO blocked training forever), at most ANNOTATION_LIMIT bytes."""
+    try:
+        root = ET.fromstring(read_bytes(path, limit=ANNOTATION_LIMIT))  # bytes: the parser honours its encoding
+    except UnreadableFile as err:
+        raise VOCFormatError(str(err)) from None
+    except ET.ParseError as err:
+        raise VOCFormatError(f"{path}: malformed XML ({err})") from None
+    for node in root.iter():
+        if isinstance(node.tag, str):
+            node.tag = node.tag.rsplit("}", 1)[-1].lower()
+    return root
+
+
+def _objects(root: ET.Element) -> list[ET.Element]:
+    """Every <object>, also inside a wrapper element (`<objects><object>`), in document order."""
+    return list(root.iter("object"))
 
 
 def _text(node: ET.Element | None, tag: str) -> str | None:
@@ -55,12 +82,7 @@ def _flag(obj: ET.Element, tag: str, path: str, index: int) -> int:
 def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
     """One annotation file -> {"height", "width", "objects": [{"name", "bbox" (1-based xyxy), "difficult",
     "truncated"}]}."""
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as err:
-        raise VOCFormatError(f"{path}: malformed XML ({err})") from None
-    except OSError as err:
-        raise VOCFormatError(f"{path}: cannot read annotation ({err.strerror})") from None
+    root = _read_annotation(path)
     size = root.find("size")
     try:
         height, width = int(float(_text(size, "height") or 0)), int(float(_text(size, "width") or 0))
@@ -72,7 +94,7 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
         with Image.open(image_path) as im:
             width, height = im.size
     objects = []
-    for i, obj in enumerate(root.findall("object")):
+    for i, obj in enumerate(_objects(root)):
         name = _text(obj, "name")
         box = obj.find("bndbox")
         if name is None or box is None:
@@ -90,14 +112,13 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
 
 def _read_split(dirname: str, split: str) -> list[str]:
     path = os.path.join(dirname, "ImageSets", "Main", split + ".txt")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"VOC split file not found: {path}")
-    try:
-        with open(path, encoding="utf-8-sig") as f:  # -sig: a BOM would become part of the first id
-            ids = [(n, line.split()[0]) for n, line in enumerate(f, 1) if line.strip()]
-    except UnicodeDecodeError as err:  # e.g. saved as UTF-16 by an editor
-        raise VOCFormatError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); a split file lists one "
-                             "image id per line") from None
+    try:  # utf-8-sig: a BOM would become part of the first id
+        text = read_text(path, limit=SPLIT_LIMIT)
+    except UnreadableFile as err:  # a FIFO, a directory; e.g. saved as UTF-16 by an editor
+        raise VOCFormatError(f"{err}; a split file lists one image id per line") from None
+    ids = [(n, line.split()[0]) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not ids:
         raise VOCFormatError(f"{path}: no image ids (an empty split file)")
     first: dict[str, int] = {}
@@ -114,11 +135,7 @@ def discover_voc_classes(dirname: str, split: str) -> list[str]:
     names: set[str] = set()
     for fileid in _read_split(dirname, split):
         xml = os.path.join(dirname, "Annotations", fileid + ".xml")
-        try:
-            root = ET.parse(xml).getroot()
-        except (ET.ParseError, OSError) as err:
-            raise VOCFormatError(f"{xml}: cannot read annotation ({err})") from None
-        names.update(n for n in (_text(o, "name") for o in root.findall("object")) if n)
+        names.update(n for n in (_text(o, "name") for o in _objects(_read_annotation(xml))) if n)
     return sorted(names)
 
 

@@ -184,6 +184,9 @@ def compare_jobs(a, b) -> dict:
     """Everything tools/compare_jobs.py prints, as numbers: per matched stage each metric in A and B and B - A;
     per metric the mean and largest |B - A|; the thread counts; stages whose settings differ; the verdicts."""
     job_a, job_b = _job_dir(a), _job_dir(b)
+    if job_a.resolve() == job_b.resolve():  # it reported "perfect reproducibility" (also through a symlink)
+        raise ValueError(f"{a} and {b} are the same job directory ({job_a.resolve()}): a job compared with itself "
+                         "agrees by construction; give the output of another run of the job")
     res_a, res_b = _results(job_a), _results(job_b)
     st_a, st_b = _stages(job_a), _stages(job_b)
     out: dict = {"a": str(job_a), "b": str(job_b), "rows": [], "unusable": [], "settings_differ": [],

@@ -8,12 +8,12 @@ exactly what the numbers were computed from.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
+from backbones.bounded_read import MiB, read_json
 from backbones.checkpoint_io import atomic_write
 
 __all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "MAX_COLUMNS"]
@@ -24,6 +24,7 @@ GT_COLOUR = (0, 200, 0)
 DET_COLOUR = (255, 40, 40)
 _HEADER = 18
 CELL_SIZE = 256  # the longer side of every cell, in pixels: small images are enlarged, large ones shrunk
+PANEL_JSON_LIMIT = 2048 * MiB  # the ground truth (COCO train2017: 448 MB) and a detector's predictions
 MAX_COLUMNS = 8  # detectors drawn beside the ground truth (the report says when it shows fewer than it has)
 
 
@@ -73,7 +74,7 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
                num_images: int = 4) -> tuple[Path, list[int]]:
     """Draw `num_images` images (the first ones of `gt_json`) as rows: ground truth, then one cell per
     (title, predictions file) column. Returns (the PNG, the image ids drawn)."""
-    gt = json.loads(Path(gt_json).read_text())
+    gt = read_json(gt_json, limit=PANEL_JSON_LIMIT)
     names = {c["id"]: c["name"] for c in gt.get("categories", [])}
     images = sorted(gt.get("images", []), key=lambda im: im["id"])[:num_images]
     if not images:
@@ -81,7 +82,7 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
     gt_boxes = _boxes_by_image(gt.get("annotations", []))
     dets = []
     for title, path in columns:
-        by_image = _boxes_by_image(json.loads(Path(path).read_text()))
+        by_image = _boxes_by_image(read_json(path, limit=PANEL_JSON_LIMIT))
         dets.append((title, {k: _shown(v, len(gt_boxes.get(k, []))) for k, v in by_image.items()}))
     font = ImageFont.load_default()
     rows, drawn, skipped = [], [], []

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backbones.bounded_read import MiB, read_tail, read_text
 from classification.engine.run_files import (
     COCO_EVAL,
     CONFIG_JSON,
@@ -27,8 +28,10 @@ from classification.engine.run_files import (
     RUN_MARKERS,
     TRAINING_LOG,
     VOC_EVAL,
+    RunFileError,
     finite_number,
     read_classification_run,
+    read_json,
 )
 
 from ..safe_yaml import ConfigFileError, load_yaml
@@ -36,6 +39,7 @@ from ..safe_yaml import ConfigFileError, load_yaml
 __all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "is_run_directory", "COCO_COLUMNS",
            "VOC_COLUMNS"]
 
+LOG_LIMIT = 1024 * MiB  # training_log.json: one line per logged iteration
 COCO_COLUMNS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 VOC_COLUMNS = ("AP50", "mAP50_voc07", "mAP50_area", "AP", "AP75")
 
@@ -101,17 +105,10 @@ class RunResult:
         return Path(self.path) / INFERENCE_DIR / self.dataset / PREDICTIONS
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-
-
 def _read_train_log(path: Path) -> list[dict]:
     rows = []
-    if path.is_file():
-        for line in path.read_text(errors="replace").splitlines():
+    if os.path.lexists(path):
+        for line in read_text(path, limit=LOG_LIMIT, errors="replace").splitlines():
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
@@ -243,11 +240,12 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     run.train_datasets = tuple(datasets.get("TRAIN", []) or [])
     run.train_log = _read_train_log(path / TRAINING_LOG)
     log = path / LOG
-    if log.is_file() and "Traceback (most recent call last)" in log.read_text(errors="replace")[-20000:]:
+    if os.path.lexists(log) and "Traceback (most recent call last)" in read_tail(log, 20000):
         run.status = "crashed (see log.txt)"
-    metrics = _read_json(path / METRICS)
-    if metrics is None and (path / METRICS).is_file():
-        run.status = f"corrupt {METRICS}"
+    try:
+        metrics = read_json(path / METRICS)
+    except RunFileError as err:  # read_json: None when absent; a ValueError load_run lists for the other files
+        run.status = f"unusable {METRICS} ({err})"  # not JSON, a FIFO, a device, too large
         return run
     if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
         return run
@@ -263,7 +261,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
-    failure = _read_json(path / FAILURE)
+    failure = read_json(path / FAILURE)
     completed = metrics.get("iterations_completed")
     if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
         failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
@@ -284,8 +282,8 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
         {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
     inference = path / INFERENCE_DIR / run.dataset
-    coco_eval = _read_json(inference / COCO_EVAL)
-    voc_eval = _read_json(inference / VOC_EVAL)
+    coco_eval = read_json(inference / COCO_EVAL)
+    voc_eval = read_json(inference / VOC_EVAL)
     if coco_eval and coco_eval.get("precision"):
         rec = coco_eval["recall_thresholds"]
         for key in ("iou50", "iou75"):

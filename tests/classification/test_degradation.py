@@ -15,3 +15,21 @@ def test_a_net_that_cannot_be_built_with_the_recipe_is_named_before_any_net_trai
     with pytest.raises(ValueError, match=message):
         run_degradation(models, base, tmp_path / "deg")
     assert not (tmp_path / "deg").exists()
+
+
+def test_a_rerun_into_a_directory_that_holds_the_runs_is_refused_before_any_net_trains(tmp_path):
+    """tools/degradation.py rerun with another --lr / --seed into the same --output-dir reported the old runs as new
+    and rewrote their config.json with settings never run: the run directory rules of train_cls apply."""
+    from classification.engine.errors import UsageError
+
+    old = tmp_path / "deg" / "cifar_resnet20"
+    old.mkdir(parents=True)
+    (old / "metrics.json").write_text('{"final": {"top1": 80.0}}')
+    (old / "config.json").write_text('{"lr": 0.1}')
+    base = ClsConfig(dataset="embedded", iterations=4, lr=0.05)
+    with pytest.raises(UsageError, match=r"--output-dir .*cifar_resnet20 already holds a run \(metrics.json\); "
+                                         r"refusing to train a degradation net into it and overwrite it. Choose "
+                                         r"another --output-dir.$"):
+        run_degradation(["cifar_plain20", "cifar_resnet20"], base, tmp_path / "deg")
+    assert not (tmp_path / "deg" / "cifar_plain20" / "config.json").exists()  # nothing trained
+    assert (old / "config.json").read_text() == '{"lr": 0.1}'

@@ -272,7 +272,36 @@ def test_report_cli_bad_inputs(tmp_path):
     run = tmp_path / "a" / "run"
     run.mkdir(parents=True)
     (run / "metrics.json").write_text("{not json")
-    assert load_run(run).status == "corrupt metrics.json"
+    assert load_run(run).status.startswith(f"unusable metrics.json ({run / 'metrics.json'}: not JSON (line 1")
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev_zero"])
+@pytest.mark.parametrize("name", ["metrics.json", "training_log.json", "log.txt"])
+def test_a_run_file_that_is_a_fifo_or_a_device_lists_the_run_as_unusable_without_reading_it(tmp_path, special,
+                                                                                              name):
+    """tools/report.py hung on a FIFO metrics.json and raised MemoryError on a symlink to /dev/zero: run files are
+    regular files with a size bound, and the run is listed with the reason, as for any unusable run."""
+    import os
+    import threading
+    import time
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("MODEL:\n  WEIGHTS: ''\n")
+    target = run / name
+    if special == "fifo":
+        os.mkfifo(target)
+
+        def unblock():  # a reader that (wrongly) opens it gets EOF after 5 s instead of hanging the suite
+            time.sleep(5)
+            with open(target, "wb"):
+                pass
+        threading.Thread(target=unblock, daemon=True).start()
+    else:
+        target.symlink_to("/dev/zero")
+    status = load_run(run).status
+    kind = "a FIFO (named pipe)" if special == "fifo" else "a character device"
+    assert f"{target}: {kind}, not a regular file; refused" in status, status
 
 
 def test_a_report_of_directories_without_runs_is_an_error(tmp_path, capsys):

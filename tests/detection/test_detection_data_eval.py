@@ -2,6 +2,8 @@
 predictions, both COCO back ends agree, our VOC AP equals Detectron2's)."""
 
 import json
+import os
+import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -72,6 +74,50 @@ def test_voc_malformed_files_name_the_file(tmp_path, text, match):
     _write_voc(tmp_path, "bad", text)
     with pytest.raises(VOCFormatError, match=rf"bad.xml: .*{match}|bad.xml: {match}"):
         load_voc_instances(str(tmp_path), "trainval", ["dog"])
+
+
+ONE_DOG = ("<size><width>64</width><height>48</height></size>{o}<name>dog</name><bndbox><xmin>1</xmin><ymin>2</ymin>"
+           "<xmax>30</xmax><ymax>40</ymax></bndbox>{c}")
+
+
+@pytest.mark.parametrize("xml", [
+    '<annotation xmlns="http://example.org/voc">' + ONE_DOG.format(o="<object>", c="</object>") + "</annotation>",
+    '<annotation xmlns:v="http://example.org/voc">' + ONE_DOG.format(o="<v:object>", c="</v:object>")
+    + "</annotation>",
+    "<annotation>" + ONE_DOG.format(o="<Object>", c="</Object>") + "</annotation>",
+    "<annotation>" + ONE_DOG.format(o="<objects><object>", c="</object></objects>") + "</annotation>",
+], ids=["default_namespace", "prefixed", "capitalised", "wrapped"])
+def test_voc_objects_are_found_under_a_namespace_another_case_or_a_wrapper(tmp_path, xml):
+    """Each of these lost its objects silently (an all-namespaced test set scored AP 0): tags are matched by their
+    lower-case local name, objects at any depth."""
+    _write_voc(tmp_path, "a", xml)
+    objects = parse_voc_xml(str(tmp_path / "Annotations" / "a.xml"))["objects"]
+    assert [(o["name"], o["bbox"]) for o in objects] == [("dog", [1.0, 2.0, 30.0, 40.0])]
+
+
+def _fifo_unblocked_after(path, seconds=5.0):
+    """A FIFO at `path`, with a writer that opens and closes it after `seconds`: a reader that (wrongly) opens it
+    gets EOF then instead of blocking the test forever."""
+    import threading
+
+    os.mkfifo(path)
+
+    def unblock():
+        time.sleep(seconds)
+        with open(path, "wb"):
+            pass
+    threading.Thread(target=unblock, daemon=True).start()
+
+
+@pytest.mark.parametrize("which", ["annotation", "split"])
+def test_a_fifo_among_the_voc_files_is_refused_naming_it_not_read(tmp_path, which):
+    """A FIFO in Annotations/ blocked training forever (rc 124 at 90 s): regular files only."""
+    _write_voc(tmp_path, "a", REAL_WORLD)
+    path = tmp_path / ("Annotations/a.xml" if which == "annotation" else "ImageSets/Main/trainval.txt")
+    path.unlink()
+    _fifo_unblocked_after(path)
+    with pytest.raises(VOCFormatError, match=rf"{path.name}: a FIFO \(named pipe\), not a regular file; refused"):
+        load_voc_instances(str(tmp_path), "trainval", ["cat", "dog"])
 
 
 def test_voc_unknown_class_and_missing_split(tmp_path):
@@ -413,3 +459,13 @@ def test_perfect_detections_score_100_or_the_file_is_refused_voc(tmp_path, backe
                    "<ymax>9</ymax></bndbox></object></annotation>", size=(40, 30))
         with pytest.raises(VOCFormatError, match=rf"a.xml: <object> #0 has <difficult> '{value}'; it must be 0 or 1"):
             load_voc_instances(str(tmp_path / value), "trainval", ["cat"])
+
+
+def test_a_coco_annotation_file_that_is_a_device_is_refused_naming_it(tmp_path):
+    """A symlink to /dev/zero read until memory ran out (MemoryError traceback)."""
+    from detection.datasets.coco import DatasetFormatError, read_coco_json
+
+    link = tmp_path / "instances.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(DatasetFormatError, match=r"instances.json: a character device, not a regular file"):
+        read_coco_json(str(link))

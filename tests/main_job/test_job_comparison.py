@@ -70,7 +70,7 @@ def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_
     assert "no call: the family-adjusted interval includes 0" in v["B"]["text"]
     text = "\n".join(comparison_lines(cmp))
     assert "NOT the same call" in text and "(other settings)" in text and "only in B (not compared)" in text
-    same = compare_jobs(a, a)
+    same = compare_jobs(a, _job(tmp_path / "a2", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 0.2)))
     assert all(r["diff"] == 0 for r in same["rows"]) and same["verdicts"][0]["same_call"]
     assert "every matched stage ran the same command" in "\n".join(comparison_lines(same))
 
@@ -116,14 +116,20 @@ def test_the_code_versions_that_ran_the_stages_are_named(tmp_path):
     cmp = compare_jobs(a, b)
     assert cmp["code"] == {"A": [sha_a[:10]], "B": [f"{sha_a[:10]} then {sha_b[:10]} with uncommitted changes"]}
     assert "are not only noise" in "\n".join(comparison_lines(cmp))
-    _set_code(b, {"commit": sha_a, "dirty": True})  # the same commit, but changed files: not the same code
-    assert "every matched stage ran at" not in "\n".join(comparison_lines(compare_jobs(b, b)))
+    _set_code(a, {"commit": sha_a, "dirty": True})  # the same commit, but changed files: not the same code
+    _set_code(b, {"commit": sha_a, "dirty": True})
+    assert "every matched stage ran at" not in "\n".join(comparison_lines(compare_jobs(a, b)))
 
 
 def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):
     a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+    same = tmp_path / "same"
+    same.symlink_to(a)
+    itself = run_tool("tools/compare_jobs.py", a, same, timeout=120)  # it reported perfect reproducibility
+    assert itself.returncode == 2 and f"are the same job directory ({a.resolve()})" in itself.stderr
+    copy = _job(tmp_path / "b", "/r", 1, groups=_groups(90.0, 95.0, 1.0))  # another run, the same numbers
     out = tmp_path / "cmp.json"
-    proc = run_tool("tools/compare_jobs.py", a, a, "--json", out, timeout=120)
+    proc = run_tool("tools/compare_jobs.py", a, copy, "--json", out, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "the same call" in proc.stdout and json.loads(out.read_text())["moved"]["AP50"]["max_abs_diff"] == 0
     bad = run_tool("tools/compare_jobs.py", a, tmp_path, timeout=120)
