@@ -80,6 +80,22 @@ def _exclusive(lock_file: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def make_fifo(path: Path, unblock_after: float = 5.0) -> Path:
+    """A FIFO at `path` and a writer that opens and closes it after `unblock_after` seconds: a reader that
+    (wrongly) opens it gets EOF then, so a regression fails its test instead of hanging the suite."""
+    import threading
+    import time
+
+    os.mkfifo(path)
+
+    def unblock():
+        time.sleep(unblock_after)
+        with open(path, "wb"):
+            pass
+    threading.Thread(target=unblock, daemon=True).start()
+    return path
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """A private two-node Slurm cluster (tools/slurm-local.sh: its own state dir, pid files and ports; nodes

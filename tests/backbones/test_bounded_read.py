@@ -1,13 +1,12 @@
 """backbones.bounded_read: the one reader of files a user hands us -- regular files only, a size bound, one line
 naming the file -- checked on real FIFOs, devices, directories and oversize files."""
 
-import os
-import threading
 import time
 
 import pytest
 
 from backbones.bounded_read import UnreadableFile, read_bytes, read_json, read_tail, read_text, regular_file
+from conftest import make_fifo
 
 
 def test_a_regular_file_within_the_bound_is_read_and_a_bom_dropped(tmp_path):
@@ -21,14 +20,7 @@ def test_a_regular_file_within_the_bound_is_read_and_a_bom_dropped(tmp_path):
 def test_a_fifo_is_refused_before_it_is_opened(tmp_path):
     """open() on a FIFO waits for a writer: the check comes first. (A writer unblocks a wrong reader after 5 s, so a
     regression fails instead of hanging the suite.)"""
-    path = tmp_path / "pipe"
-    os.mkfifo(path)
-
-    def unblock():
-        time.sleep(5)
-        with open(path, "wb"):
-            pass
-    threading.Thread(target=unblock, daemon=True).start()
+    path = make_fifo(tmp_path / "pipe")
     start = time.monotonic()
     with pytest.raises(UnreadableFile, match=r"pipe: a FIFO \(named pipe\), not a regular file; refused"):
         read_text(path, limit=100)

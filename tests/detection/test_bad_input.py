@@ -281,22 +281,14 @@ def test_a_run_file_that_is_a_fifo_or_a_device_lists_the_run_as_unusable_without
                                                                                               name):
     """tools/report.py hung on a FIFO metrics.json and raised MemoryError on a symlink to /dev/zero: run files are
     regular files with a size bound, and the run is listed with the reason, as for any unusable run."""
-    import os
-    import threading
-    import time
+    from conftest import make_fifo
 
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("MODEL:\n  WEIGHTS: ''\n")
     target = run / name
     if special == "fifo":
-        os.mkfifo(target)
-
-        def unblock():  # a reader that (wrongly) opens it gets EOF after 5 s instead of hanging the suite
-            time.sleep(5)
-            with open(target, "wb"):
-                pass
-        threading.Thread(target=unblock, daemon=True).start()
+        make_fifo(target)
     else:
         target.symlink_to("/dev/zero")
     status = load_run(run).status
@@ -776,6 +768,9 @@ def _coco_file(tmp_path, spoil):
     (lambda d: d["categories"][0].update(name=5), r"categories\[0\] \(id 1\) has name 5; a category name is a "
                                                   "non-empty string"),
     (lambda d: d["annotations"][0].update(area="big"), r"annotation id 1 \(annotations\[0\]\) has area 'big'"),
+    (lambda d: d["annotations"][0].update(area=2e10), r"annotation 0 of image a.jpg \(id 1; annotation id 1\) has "
+                                                       r"area 20000000000.0, more than its 40x30 image holds "
+                                                       r"\(1200 pixels\)"),  # trained on, never scored: AP 100
     (lambda d: d["annotations"][0].update(image_id=9), r"annotation 1 refers to image_id 9, which is not listed"),
     (lambda d: d.pop("images"), r"no 'images' list"),
     (lambda d: d.update(images=[]), r"'images' is empty"),

@@ -2,8 +2,6 @@
 predictions, both COCO back ends agree, our VOC AP equals Detectron2's)."""
 
 import json
-import os
-import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -14,7 +12,7 @@ from detectron2.structures import Boxes, BoxMode, Instances
 from PIL import Image
 
 import detection  # noqa: F401
-from conftest import TINY_SPEC
+from conftest import TINY_SPEC, make_fifo
 from detection.datasets import (
     DatasetFormatError,
     VOCFormatError,
@@ -95,27 +93,13 @@ def test_voc_objects_are_found_under_a_namespace_another_case_or_a_wrapper(tmp_p
     assert [(o["name"], o["bbox"]) for o in objects] == [("dog", [1.0, 2.0, 30.0, 40.0])]
 
 
-def _fifo_unblocked_after(path, seconds=5.0):
-    """A FIFO at `path`, with a writer that opens and closes it after `seconds`: a reader that (wrongly) opens it
-    gets EOF then instead of blocking the test forever."""
-    import threading
-
-    os.mkfifo(path)
-
-    def unblock():
-        time.sleep(seconds)
-        with open(path, "wb"):
-            pass
-    threading.Thread(target=unblock, daemon=True).start()
-
-
 @pytest.mark.parametrize("which", ["annotation", "split"])
 def test_a_fifo_among_the_voc_files_is_refused_naming_it_not_read(tmp_path, which):
     """A FIFO in Annotations/ blocked training forever (rc 124 at 90 s): regular files only."""
     _write_voc(tmp_path, "a", REAL_WORLD)
     path = tmp_path / ("Annotations/a.xml" if which == "annotation" else "ImageSets/Main/trainval.txt")
     path.unlink()
-    _fifo_unblocked_after(path)
+    make_fifo(path)
     with pytest.raises(VOCFormatError, match=rf"{path.name}: a FIFO \(named pipe\), not a regular file; refused"):
         load_voc_instances(str(tmp_path), "trainval", ["cat", "dog"])
 

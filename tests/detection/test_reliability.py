@@ -180,6 +180,38 @@ def test_image_modes_are_read_as_8bit_rgb(tmp_path, mode):
         assert 150 < img[0, 0, 0] < 160  # 40000/65535 of the range, not clipped to 255
 
 
+@pytest.mark.parametrize("values, expected", [(0.5, 128), (200.0, 200)])
+def test_a_float_tiff_is_read_by_its_range_not_clipped_to_black(tmp_path, values, expected):
+    """A mode-F TIFF in [0, 1] was read as black by detection and classification (train_cls at chance, rc 0)."""
+    path = tmp_path / "f.tif"
+    Image.fromarray(np.full((6, 8), values, np.float32)).save(path)
+    img = read_image(str(path), "BGR")
+    assert img.shape == (6, 8, 3) and img.dtype == np.uint8 and int(img[0, 0, 0]) == expected
+
+
+def test_a_float_image_outside_any_pixel_range_and_a_fifo_are_refused_naming_the_file(tmp_path):
+    from conftest import make_fifo
+
+    path = tmp_path / "neg.tif"
+    Image.fromarray(np.full((6, 8), -3.0, np.float32)).save(path)
+    with pytest.raises(ImageReadError, match=r"neg.tif: a float image with values in \[-3, -3\]"):
+        read_image(str(path), "BGR")
+    make_fifo(tmp_path / "pipe.jpg")  # refused before open(), which would wait for a writer
+    with pytest.raises(ImageReadError, match=r"pipe.jpg: a FIFO \(named pipe\), not a regular file"):
+        read_image(str(tmp_path / "pipe.jpg"), "BGR")
+
+
+def test_a_16_bit_image_holding_12_bit_data_is_noted_once(tmp_path, caplog, monkeypatch):
+    from classification.data import images
+
+    monkeypatch.setattr(images, "_noted_12_bit", False)
+    for name in ("a.png", "b.png"):
+        Image.fromarray(np.full((6, 8), 4000, np.uint16)).save(tmp_path / name)
+        read_image(str(tmp_path / name), "BGR")
+    notes = [r.getMessage() for r in caplog.records if "12-bit data" in r.getMessage()]
+    assert len(notes) == 1 and "a.png: a 16-bit image whose values stay below 4096" in notes[0]
+
+
 def test_truncated_and_missing_images_name_the_file(tmp_path):
     Image.new("RGB", (64, 64), (200, 10, 10)).save(tmp_path / "ok.jpg", quality=95)
     blob = (tmp_path / "ok.jpg").read_bytes()
