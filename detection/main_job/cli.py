@@ -26,7 +26,7 @@ from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG,
 
 from ..report import ReportSection
 from .arms import ARMS
-from .graph import STOP_REQUESTED, Estimator, run_graph, stage_done, submit_graph
+from .graph import STOP_REQUESTED, Estimator, read_stage_record, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
 from .plan import (
@@ -187,12 +187,20 @@ def _print_paper_cost(plan: MainJobPlan, tflops: float) -> None:
               f"{c.detect_gmacs:.0f} GMACs = {c.detect_gpu_hours:.0f} GPU-hours")
 
 
-def _fresh(out: Path, log) -> None:
-    """Delete only what a main job made: stage directories holding a stage record, the report, the summary."""
+def _fresh(out: Path, stages: list[Stage], log) -> None:
+    """Delete only what this job made: the directories of its planned stages that hold a stage record naming that
+    very directory as the stage's output, the report and the summary. Never through a symbolic link: a symlinked
+    pretrain/ led --fresh into another job's stages (and a user's file beside them)."""
+    links = [p for p in (out / "report", *{s.out.parent for s in stages}, *(s.out for s in stages)) if p.is_symlink()]
+    if links:
+        raise PlanError(f"--fresh: {links[0]} is a symbolic link; refusing to delete through it (remove the link, or "
+                        "give another --output-dir)")
     removed = 0
-    for record in sorted(out.glob(f"*/*/{STAGE_RECORD}")):
-        shutil.rmtree(record.parent)
-        removed += 1
+    for s in stages:
+        record = read_stage_record(s.out) if (s.out / STAGE_RECORD).is_file() else None
+        if record is not None and record.argv is not None and str(s.out) in record.argv:
+            shutil.rmtree(s.out)
+            removed += 1
     for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS):
         if p.is_dir():
             shutil.rmtree(p)
@@ -270,7 +278,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"[main job] error: another main job is running in {out}", file=sys.stderr)
         return 1
     if args.fresh:
-        _fresh(out, print)
+        _fresh(out, stages, print)
     print(f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
           f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
           f"about {minutes:.0f} min of stages (measured step times)", flush=True)
@@ -298,7 +306,7 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     report = [str(project_files().tool("main_job.py")), *[a for a in given if a not in ("--slurm", "--fresh")],
               "--output-dir", str(out), "--report-only"]
     if args.fresh:
-        _fresh(out, print)
+        _fresh(out, stages, print)
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
                            timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))

@@ -23,20 +23,53 @@ def _stages(tmp_path, code: str, n: int = 2) -> list[Stage]:
                   deps=[tmp_path / "a"] if c != "a" else []) for c in "ab"[:n]]
 
 
+def _planned_stage(out, name, argv_out=None):
+    """A stage of this job's plan with the record a finished stage leaves (its argv names its output dir)."""
+    stage = Stage(f"stage {name}", out / "detect" / name, ["train_det.py", "OUTPUT_DIR", str(out / "detect" / name)],
+                  "detect", "m", "scratch", 1)
+    stage.out.mkdir(parents=True, exist_ok=True)
+    (stage.out / STAGE_RECORD).write_text(json.dumps({"argv": ["train_det.py", "OUTPUT_DIR",
+                                                               str(argv_out or stage.out)], "threads": 1}))
+    return stage
+
+
 def test_fresh_deletes_only_what_the_job_made(tmp_path):
     from detection.main_job.cli import _fresh
 
-    stage = tmp_path / "detect" / "vgg16_bn_p0_d0"
-    stage.mkdir(parents=True)
-    (stage / STAGE_RECORD).write_text("{}")
+    stage = _planned_stage(tmp_path, "vgg16_bn_p0_d0")
     other = tmp_path / "detect" / "my_own_run"
     other.mkdir()
     (other / "model_final.pth").write_text("x")
+    not_planned = tmp_path / "detect" / "another_jobs_stage"  # a record, but not a stage of this plan
+    not_planned.mkdir()
+    (not_planned / STAGE_RECORD).write_text(json.dumps({"argv": ["OUTPUT_DIR", str(not_planned)]}))
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "report").mkdir()
-    _fresh(tmp_path, lambda m: None)
-    assert not stage.exists() and not (tmp_path / "report").exists()
+    _fresh(tmp_path, [stage], lambda m: None)
+    assert not stage.out.exists() and not (tmp_path / "report").exists()
     assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
+    assert (not_planned / STAGE_RECORD).is_file()
+
+
+def test_fresh_never_deletes_through_a_symlinked_stage_parent_or_a_stage_another_job_recorded(tmp_path):
+    """--fresh deleted another job's stage (and a user's file in it) through a symlinked pretrain/."""
+    from detection.main_job.cli import _fresh
+    from detection.main_job.plan import PlanError
+
+    elsewhere = tmp_path / "other_job"
+    theirs = _planned_stage(elsewhere, "vgg16_bn_p0_d0")
+    (theirs.out / "my_notes.txt").write_text("mine")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "detect").symlink_to(elsewhere / "detect")
+    ours = Stage("s", job / "detect" / "vgg16_bn_p0_d0", [], "detect", "m", "scratch", 1)
+    with pytest.raises(PlanError, match=r"--fresh: .*job/detect is a symbolic link; refusing to delete through it"):
+        _fresh(job, [ours], lambda m: None)
+    assert (theirs.out / "my_notes.txt").is_file()
+    (job / "detect").unlink()
+    copied = _planned_stage(job, "vgg16_bn_p0_d0", argv_out=theirs.out)  # a record that names another directory
+    _fresh(job, [copied], lambda m: None)
+    assert (copied.out / STAGE_RECORD).is_file()
 
 
 def test_a_stop_request_the_signal_handler_could_not_raise_still_stops_the_stages(tmp_path):
