@@ -60,6 +60,22 @@ class StageRecord:
     argv: list[str] | None
     threads: int | None
     code: list[dict] = field(default_factory=list)  # oldest first; [] where the record predates them
+    inputs: dict | None = None  # input_identity when the stage started; None where the record predates it
+
+
+def input_identity(stage: Stage) -> dict[str, list[int] | None]:
+    """What a stage starts from, by identity, not by path: each dependency's final checkpoint as [size, mtime_ns]
+    (None when absent). A pretraining stage deleted and retrained with other settings left the detection stages
+    trained from its old weights to be reused as if built on the new ones."""
+    out: dict[str, list[int] | None] = {}
+    for dep in stage.deps:
+        try:
+            st = (dep / FINAL_CHECKPOINT).stat()
+        except FileNotFoundError:
+            out[str(dep)] = None
+        else:
+            out[str(dep)] = [st.st_size, st.st_mtime_ns]
+    return out
 
 
 def read_stage_record(out: Path) -> StageRecord | None:
@@ -70,10 +86,11 @@ def read_stage_record(out: Path) -> StageRecord | None:
         return None
     if not isinstance(rec, dict):
         return None
-    argv, threads, code = rec.get("argv"), rec.get("threads"), rec.get("code")
+    argv, threads, code, inputs = rec.get("argv"), rec.get("threads"), rec.get("code"), rec.get("inputs")
     return StageRecord([str(a) for a in argv] if isinstance(argv, list) else None,
                        threads if isinstance(threads, int) and not isinstance(threads, bool) else None,
-                       [v for v in code if isinstance(v, dict)] if isinstance(code, list) else [])
+                       [v for v in code if isinstance(v, dict)] if isinstance(code, list) else [],
+                       inputs if isinstance(inputs, dict) else None)
 
 
 class StageConflict(RuntimeError):
@@ -87,8 +104,8 @@ def _write_record(stage: Stage, threads: int, code: dict) -> None:
     versions = list(before.code) if before is not None and before.argv == stage.argv else []
     if not versions or versions[-1] != code:
         versions.append(code)
-    atomic_write_text(stage.out / STAGE_RECORD,
-                      json.dumps({"argv": stage.argv, "threads": threads, "code": versions}, indent=1))
+    atomic_write_text(stage.out / STAGE_RECORD, json.dumps(
+        {"argv": stage.argv, "threads": threads, "code": versions, "inputs": input_identity(stage)}, indent=1))
 
 
 def _check_stage(stage: Stage, threads: int) -> bool:
@@ -102,6 +119,12 @@ def _check_stage(stage: Stage, threads: int) -> bool:
             "other settings (or not by the main job)"
         raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
                             "--output-dir")
+    now = input_identity(stage)
+    if before.inputs is not None and before.inputs != now:
+        dep = next((d for d in now if before.inputs.get(d) != now[d]), next(iter(before.inputs), ""))
+        state = "is gone" if now.get(dep) is None else "changed since (retrained?)"
+        raise StageConflict(f"{stage.out} was trained from {Path(dep) / FINAL_CHECKPOINT}, which {state}: delete "
+                            f"{stage.out} to train it from the new weights, or rerun with --fresh")
     return stage_done(stage)
 
 

@@ -5,13 +5,20 @@ deletes only what the job made."""
 import json
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from classification.engine.run_files import STAGE_LOG, STAGE_RECORD
 from detection.engine.code_version import code_version, describe_versions
 from detection.main_job import graph
-from detection.main_job.graph import STOP_REQUESTED, Estimator, StageConflict, read_stage_record, run_graph
+from detection.main_job.graph import (
+    STOP_REQUESTED,
+    Estimator,
+    StageConflict,
+    read_stage_record,
+    run_graph,
+)
 from detection.main_job.plan import Stage
 from detection.main_job.project import project_files
 
@@ -108,7 +115,8 @@ def test_each_stage_records_the_code_that_ran_it_and_a_resume_at_other_code_adds
     (a,) = _stages(tmp_path, "import sys; sys.exit(3)\n", n=1)
     with pytest.raises(RuntimeError):
         run_graph([a], 1, 1, Estimator({}, 1), lambda m: None)
-    assert json.loads((a.out / STAGE_RECORD).read_text()) == {"argv": a.argv, "threads": 1, "code": [here]}
+    assert json.loads((a.out / STAGE_RECORD).read_text()) == {"argv": a.argv, "threads": 1, "code": [here],
+                                                              "inputs": {}}
     other = {"commit": "f" * 40, "dirty": False}
     monkeypatch.setattr(graph, "code_version", lambda repo: other)  # the next run: a checkout at another commit
     with pytest.raises(RuntimeError):
@@ -121,3 +129,22 @@ def test_each_stage_records_the_code_that_ran_it_and_a_resume_at_other_code_adds
         run_graph([a], 1, 2, Estimator({}, 1), lambda m: None)
     assert code_version(tmp_path) == {"commit": None, "dirty": None}  # outside a checkout: unknown, never guessed
     assert describe_versions([code_version(tmp_path)]) == "unknown (not a git checkout)"
+
+
+def test_a_stage_whose_dependency_was_retrained_or_deleted_is_not_reused(tmp_path, monkeypatch):
+    """A pretraining stage deleted and retrained with other settings: the detection stages trained from its old
+    weights were reused (decided by path and command). The record keeps each dependency's final checkpoint by
+    identity; a change stops the job naming both."""
+    writes_weights = "import pathlib, sys\n(pathlib.Path(sys.argv[-1]) / 'model_final.pth').write_bytes(b'w')\n"
+    a, b = (replace(s, argv=[*s.argv, str(s.out)]) for s in _stages(tmp_path, writes_weights))
+    monkeypatch.setattr(graph, "stage_done", lambda s: (s.out / "model_final.pth").is_file())  # these scripts'
+    run_graph([a, b], 1, 1, Estimator({}, 1), lambda m: None)
+    assert read_stage_record(b.out).inputs == graph.input_identity(b) != {}
+    assert graph._check_stage(b, 1)  # unchanged: reused
+    (a.out / "model_final.pth").write_bytes(b"retrained with other settings")
+    with pytest.raises(StageConflict, match=rf"{b.out} was trained from {a.out / 'model_final.pth'}, which "
+                                            r"changed since \(retrained\?\): delete"):
+        graph._check_stage(b, 1)
+    (a.out / "model_final.pth").unlink()
+    with pytest.raises(StageConflict, match="which is gone"):
+        graph._check_stage(b, 1)
