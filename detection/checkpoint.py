@@ -19,18 +19,47 @@ from typing import Any
 import numpy as np
 import torch
 from detectron2.checkpoint import DetectionCheckpointer
+from detectron2.data import DatasetCatalog, MetadataCatalog
 
 from backbones.checkpoint_io import atomic_torch_save, atomic_write_text
 from backbones.pretrained import WeightsFile, load_state_dict_into, read_weights_file, unusable_values
 from classification.engine.run_directory import last_checkpoint_file
 from classification.engine.run_files import LAST_CHECKPOINT
 
-__all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile"]
+__all__ = ["BackbonesCheckpointer", "read_weights_file", "WeightsFile", "CLASSES_KEY", "dataset_classes",
+           "check_checkpoint_classes"]
 
 logger = logging.getLogger(__name__)
 
+CLASSES_KEY = "thing_classes"  # in a checkpoint's trainer state: the training data's class names, in id order
+
 def _tensors(sd: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v for k, v in sd.items()}
+
+
+def dataset_classes(dataset: str) -> list[str] | None:
+    """The class names of a registered dataset in the order of the model's class ids (None when not known)."""
+    classes = MetadataCatalog.get(dataset).get("thing_classes")
+    if classes is None and dataset in DatasetCatalog.list():  # a COCO-format loader sets them when it first runs
+        DatasetCatalog.get(dataset)
+        classes = MetadataCatalog.get(dataset).get("thing_classes")
+    return list(classes) if classes is not None else None
+
+
+def check_checkpoint_classes(recorded: list[str] | None, dataset: str, source: str, action: str) -> None:
+    """ValueError when a checkpoint trained on `recorded` classes (its ids: their order) meets a dataset that
+    numbers its classes otherwise: --eval-only scored AP 0.00 with rc 0, --resume trained with swapped classes.
+    A checkpoint written before classes were recorded (None) is not checked."""
+    now = dataset_classes(dataset)
+    if recorded is None or now is None or list(recorded) == now:
+        return
+    if sorted(recorded) == sorted(now):
+        how = "the same classes in another order (other ids)"
+    else:
+        how = (f"other classes (only in the checkpoint: {sorted(set(recorded) - set(now))[:5]}, only in the "
+               f"dataset: {sorted(set(now) - set(recorded))[:5]})")
+    raise ValueError(f"{source} was trained on classes {list(recorded)[:10]}; {dataset} has {how}: {now[:10]}. "
+                     f"{action} would score or train class i as another; use a dataset numbered as the checkpoint's")
 
 
 class BackbonesCheckpointer(DetectionCheckpointer):
@@ -71,12 +100,16 @@ class BackbonesCheckpointer(DetectionCheckpointer):
             self.logger.info(f"{len(unused)} backbone tensors are not part of this detector, e.g. {unused[:3]}")
         return {"model": mapped, "__author__": f"backbones ({weights.source_format})", "matching_heuristics": False}
 
-    def load_for_evaluation(self, path: str) -> None:
+    def load_for_evaluation(self, path: str, datasets: tuple[str, ...] = ()) -> None:
         """Load a complete detector for evaluation, or refuse (ValueError naming the problem; nothing is loaded):
         backbone-only weights (a classification checkpoint leaves the RPN and box head random), a checkpoint of
         another architecture, width or depth (missing / unexpected keys, other shapes), and tensors that are not
         finite or not floating point where the model's are."""
         weights = read_weights_file(path)
+        trainer_state = weights.container.get("trainer")
+        recorded = trainer_state.get(CLASSES_KEY) if isinstance(trainer_state, dict) else None
+        for dataset in datasets:  # the test datasets it will be scored on
+            check_checkpoint_classes(recorded, dataset, path, "Evaluating it")
         if not weights.is_detector:
             raise ValueError(f"{path} holds {weights.source_format} backbone weights, not a detector: evaluating "
                              "it would score a randomly initialised RPN and box head. Evaluate a detector "

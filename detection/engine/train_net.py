@@ -170,7 +170,7 @@ def main(args: argparse.Namespace):
         # --resume: the run's own last checkpoint (run() refuses MODEL.WEIGHTS beside it); else MODEL.WEIGHTS
         path = checkpointer.get_checkpoint_file() if args.resume and checkpointer.has_checkpoint() else \
             cfg.MODEL.WEIGHTS
-        checkpointer.load_for_evaluation(path)
+        checkpointer.load_for_evaluation(path, datasets=tuple(cfg.DATASETS.TEST))
         return Trainer.test(cfg, model)
     if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         # training starts at iteration 0: the per-iteration log of a run killed before its first checkpoint goes,

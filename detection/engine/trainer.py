@@ -35,7 +35,7 @@ from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
 from classification.engine.run_files import FAILURE, INFERENCE_DIR, METRICS, TRAINING_LOG
 
-from ..checkpoint import BackbonesCheckpointer
+from ..checkpoint import CLASSES_KEY, BackbonesCheckpointer, check_checkpoint_classes, dataset_classes
 from ..evaluation import build_evaluator
 from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
@@ -186,6 +186,7 @@ class Trainer(DefaultTrainer):
         self.start_iter = 0
         self.max_iter = cfg.SOLVER.MAX_ITER
         self.cfg = cfg
+        self.classes = dataset_classes(cfg.DATASETS.TRAIN[0])  # recorded in every checkpoint (state_dict)
         self.register_hooks(self.build_hooks())
 
     def resume_or_load(self, resume: bool = True):
@@ -235,9 +236,12 @@ class Trainer(DefaultTrainer):
     def state_dict(self):
         ret = TrainerBase.state_dict(self)
         ret["_trainer"] = self._trainer.state_dict()
+        ret[CLASSES_KEY] = self.classes  # what the class ids mean: --resume and --eval-only check it
         return ret
 
     def load_state_dict(self, state_dict):
+        check_checkpoint_classes(state_dict.get(CLASSES_KEY), self.cfg.DATASETS.TRAIN[0],
+                                 self.checkpointer.get_checkpoint_file() or "the checkpoint", "Resuming it")
         TrainerBase.load_state_dict(self, state_dict)
         if "_trainer" in state_dict:
             self._trainer.load_state_dict(state_dict["_trainer"])

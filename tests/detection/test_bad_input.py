@@ -3,6 +3,7 @@ silently wrong, and the poor-but-not-dangerous cases. Each gets one clear error 
 references' behaviour; nothing valid changes."""
 
 import json
+import shutil
 import logging
 
 import numpy as np
@@ -470,7 +471,8 @@ def tiny_detector(tiny_data, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("case", ["backbone_only", "other_width", "nan", "int8", "resume_and_weights"])
+@pytest.mark.parametrize("case", ["backbone_only", "other_width", "nan", "int8", "resume_and_weights",
+                                  "other_class_ids"])
 def test_eval_only_refuses_weights_it_cannot_score(tiny_data, tiny_detector, tmp_path, case):
     """Round three: --eval-only scored backbone-only weights (random RPN / box head), another width's detector, an
     all-NaN detector (AP 0.0, exit 0); --eval-only --resume MODEL.WEIGHTS X evaluated the run's own checkpoint and
@@ -491,6 +493,11 @@ def test_eval_only_refuses_weights_it_cannot_score(tiny_data, tiny_detector, tmp
         torch.save(ckpt, tmp_path / "bad.pth")
         opts = ["MODEL.WEIGHTS", str(tmp_path / "bad.pth")]
         match = "inf/NaN values" if case == "nan" else "integer tensors for float parameters"
+    elif case == "other_class_ids":  # a checkpoint of data that numbers the classes otherwise: AP 0.00, rc 0
+        ckpt = torch.load(final, weights_only=True)
+        ckpt["trainer"]["thing_classes"] = ckpt["trainer"]["thing_classes"][::-1]
+        torch.save(ckpt, tmp_path / "other_ids.pth")
+        opts, match = ["MODEL.WEIGHTS", str(tmp_path / "other_ids.pth")], "the same classes in another order"
     else:
         extra, opts, match = ["--resume"], ["MODEL.WEIGHTS", str(final)], "pass one of them"
     out = tmp_path / "eval"
@@ -498,6 +505,25 @@ def test_eval_only_refuses_weights_it_cannot_score(tiny_data, tiny_detector, tmp
     assert proc.returncode != 0 and match in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (out / "metrics.json").exists()
+
+
+def test_the_checkpoint_records_its_class_ids_and_a_resume_on_data_numbered_otherwise_is_refused(tiny_data,
+                                                                                                 tiny_detector,
+                                                                                                 tmp_path):
+    """--resume with a dataset that numbers the classes differently trained on with swapped classes."""
+    from detection.checkpoint import dataset_classes
+
+    final = torch.load(tiny_detector / "model_final.pth", weights_only=True)
+    assert final["trainer"]["thing_classes"] == dataset_classes("tiny_train")
+    run = tmp_path / "run"
+    shutil.copytree(tiny_detector, run)
+    final["trainer"]["thing_classes"] = final["trainer"]["thing_classes"][::-1]
+    torch.save(final, run / "model_final.pth")
+    (run / "last_checkpoint").write_text("model_final.pth")
+    proc = run_tool(*det_args(tiny_data, run, 3, "--resume"))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, (run / "log.txt").read_text()[-3000:]
+    assert f"{run / 'model_final.pth'} was trained on classes" in proc.stderr
+    assert "Resuming it would score or train class i as another" in proc.stderr
 
 
 @pytest.mark.parametrize("bad", ["nan", "int8"])
