@@ -3,8 +3,8 @@ silently wrong, and the poor-but-not-dangerous cases. Each gets one clear error 
 references' behaviour; nothing valid changes."""
 
 import json
-import shutil
 import logging
+import shutil
 
 import numpy as np
 import pytest
