@@ -41,24 +41,30 @@ def regular_file(path: str | os.PathLike, *, limit: int) -> Path:
         raise UnreadableFile(f"{path}: no such file") from None
     except OSError as err:
         raise UnreadableFile(f"{path}: cannot read ({err.strerror})") from None
+    except ValueError as err:  # a NUL byte in a name taken from a file (a split list's id)
+        raise UnreadableFile(f"{path!r}: not a usable file name ({err})") from None
+    _check_stat(path, st, limit)
+    return path
+
+
+def _check_stat(path: Path, st: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise UnreadableFile(f"{path}: {_kind(st.st_mode)}, not a regular file; refused")
     if st.st_size > limit:
         raise UnreadableFile(f"{path}: {st.st_size:,} bytes, more than the {limit:,} such a file may have; refused")
-    return path
 
 
 def read_bytes(path: str | os.PathLike, *, limit: int) -> bytes:
-    """The file's bytes (regular_file's checks; a file that grows past `limit` while read is refused too)."""
+    """The file's bytes as of its size when opened (regular_file's checks, repeated on the open file: what was
+    checked is what is read); a log appended to meanwhile is read up to that size."""
     path = regular_file(path, limit=limit)
     try:
         with open(path, "rb") as f:
-            data = f.read(limit + 1)
+            st = os.fstat(f.fileno())
+            _check_stat(path, st, limit)
+            return f.read(st.st_size)  # one allocation of the file's size, never of `limit`
     except OSError as err:
         raise UnreadableFile(f"{path}: cannot read ({err.strerror})") from None
-    if len(data) > limit:
-        raise UnreadableFile(f"{path}: grew past {limit:,} bytes while read; refused")
-    return data
 
 
 def read_text(path: str | os.PathLike, *, limit: int, errors: str = "strict") -> str:

@@ -81,17 +81,21 @@ def _exclusive(lock_file: Path):
 
 
 def make_fifo(path: Path, unblock_after: float = 5.0) -> Path:
-    """A FIFO at `path` and a writer that opens and closes it after `unblock_after` seconds: a reader that
-    (wrongly) opens it gets EOF then, so a regression fails its test instead of hanging the suite."""
+    """A FIFO at `path` and a writer that opens and closes it after `unblock_after` seconds if a reader is waiting:
+    a reader that (wrongly) opened it gets EOF then, so a regression fails its test instead of hanging the suite."""
     import threading
     import time
 
     os.mkfifo(path)
 
-    def unblock():
+    def unblock():  # non-blocking: where the code under test (rightly) never opens it, no reader ever comes
         time.sleep(unblock_after)
-        with open(path, "wb"):
-            pass
+        for _ in range(20):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                return
+            except OSError:  # ENXIO: no reader (yet); ENOENT: the test's directory is gone
+                time.sleep(0.05)
     threading.Thread(target=unblock, daemon=True).start()
     return path
 

@@ -15,7 +15,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from backbones.bounded_read import MiB, UnreadableFile, regular_file
 
-__all__ = ["ImageReadError", "open_image"]
+__all__ = ["ImageReadError", "open_image", "image_size", "check_image_file"]
 
 
 logger = logging.getLogger(__name__)
@@ -54,14 +54,29 @@ def _float_to_8bit(im: Image.Image, path) -> Image.Image:
     return Image.fromarray(np.clip(a * scale + 0.5, 0, 255).astype(np.uint8), "L")
 
 
-def open_image(path: str | os.PathLike) -> Image.Image:
-    """The decoded image (any 8-bit PIL mode: RGB, L, RGBA, P, CMYK, ...; callers convert to what they need)."""
+def check_image_file(path: str | os.PathLike) -> None:
+    """ImageReadError unless `path` is an existing regular file within IMAGE_FILE_LIMIT (a FIFO blocks open())."""
     if not os.path.exists(path):
         raise ImageReadError(f"{path}: image file not found")
     try:
-        regular_file(path, limit=IMAGE_FILE_LIMIT)  # a FIFO blocked the loader forever
+        regular_file(path, limit=IMAGE_FILE_LIMIT)
     except UnreadableFile as err:
         raise ImageReadError(str(err)) from None
+
+
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(width, height) from the file's header, without decoding it; ImageReadError naming the file."""
+    check_image_file(path)
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
+        raise ImageReadError(f"{path}: cannot read the image ({err})") from None
+
+
+def open_image(path: str | os.PathLike) -> Image.Image:
+    """The decoded image (any 8-bit PIL mode: RGB, L, RGBA, P, CMYK, ...; callers convert to what they need)."""
+    check_image_file(path)  # a FIFO blocked the loader forever
     try:
         with Image.open(path) as im:
             im.load()  # decode now, so a truncated file fails here, not later

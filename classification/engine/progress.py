@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+from backbones.bounded_read import MiB, UnreadableFile, read_json
 from backbones.checkpoint_io import atomic_write_text
 
 from .run_files import PROGRESS
@@ -36,8 +37,8 @@ class ProgressFile:
 
 def read_progress(out_dir: str | Path) -> dict | None:
     """The last progress record, or None (not started, or unreadable)."""
-    try:
-        d = json.loads((Path(out_dir) / PROGRESS_FILE).read_text())
-        return d if {"iteration", "iterations", "seconds", "start_iteration"} <= set(d) else None
-    except (OSError, ValueError):
+    try:  # bounded_read: a FIFO in its place must not block the main job's estimator, which polls it
+        d = read_json(Path(out_dir) / PROGRESS_FILE, limit=MiB)
+    except UnreadableFile:
         return None
+    return d if isinstance(d, dict) and {"iteration", "iterations", "seconds", "start_iteration"} <= set(d) else None

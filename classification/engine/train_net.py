@@ -16,7 +16,7 @@ from .cli import add_launch_arguments, user_errors, warn_oversubscription
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
-from .run_files import CONFIG_JSON
+from .run_files import CONFIG_JSON, RunFileError, read_json
 from .slurm import add_cluster_arguments, submit
 from .trainer import train
 
@@ -56,10 +56,9 @@ def main(args: argparse.Namespace) -> dict:
 def _recorded_config(path: Path) -> dict:
     """The settings a run recorded (config.json), or a ValueError naming the file."""
     try:
-        recorded = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not the JSON a run writes ({err}); --resume compares the settings with it") \
-            from None
+        recorded = read_json(path)  # run_files' reader: a regular file, bounded
+    except RunFileError as err:
+        raise ValueError(f"{err}; --resume compares the settings with it") from None
     if not isinstance(recorded, dict):
         raise ValueError(f"{path}: a JSON {type(recorded).__name__}, not the settings object a run writes")
     return recorded

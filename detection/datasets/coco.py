@@ -24,7 +24,7 @@ import numpy as np
 from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.structures import BoxMode
 
-from backbones.bounded_read import MiB, UnreadableFile, regular_file
+from backbones.bounded_read import MiB, UnreadableFile, read_bytes
 
 from .validation import (
     DatasetFormatError,
@@ -46,15 +46,13 @@ COCO_JSON_LIMIT = 4096 * MiB  # instances_train2017.json is 448 MB; Objects365-s
 
 def read_coco_json(json_file: str) -> dict:
     """The file parsed once, or a one-line error naming it."""
-    if not os.path.lexists(json_file):
+    if not os.path.exists(json_file):  # a dangling symlink too
         raise FileNotFoundError(f"COCO annotation file not found: {json_file}")
     try:
-        regular_file(json_file, limit=COCO_JSON_LIMIT)  # a FIFO blocked open(); /dev/zero filled memory
+        raw = read_bytes(json_file, limit=COCO_JSON_LIMIT)  # a FIFO blocked open(); /dev/zero filled memory
     except UnreadableFile as err:
         raise DatasetFormatError(str(err)) from None
     try:
-        with open(json_file, "rb") as f:
-            raw = f.read()
         # decoded, then the bytes freed before the parse: json.loads(bytes) held both (+0.45 GB at train2017's size)
         text = raw.decode(json.detect_encoding(raw), "surrogatepass")
         del raw
@@ -244,13 +242,16 @@ def coco_ground_truth(json_file: str, *, log: bool = True) -> CocoGroundTruth:
     w, h = widths[owner], heights[owner]
     # COCO's area ranges (all: [0, 1e10]) leave an object out of every score when its area is beyond them: an area
     # of 2e10 on a 43x19 box was trained on and never scored (a detector that missed it had AP 100, 87.62 with its
-    # real area). No object covers more than its image (+1 pixel of rasterisation slack).
-    too_big = np.flatnonzero(areas > w.astype(np.float64) * h + 1.0)
+    # real area). An area is at most its image's or its box's (converters set box w x h, and a full-body box may
+    # leave the image), +1 pixel of rasterisation slack.
+    bound = np.maximum(w.astype(np.float64) * h, raw[:, 2] * raw[:, 3]) + 1.0
+    too_big = np.flatnonzero(areas > bound)
     if too_big.size:
         i = int(too_big[0])
         raise DatasetFormatError(f"{json_file}: {describe(i)} has area {anns[i]['area']!r}, more than its "
-                                 f"{int(w[i])}x{int(h[i])} image holds ({int(w[i]) * int(h[i])} pixels); an area "
-                                 "is the object's pixel count (COCO scores by it), or leave it out to use the box's")
+                                 f"{int(w[i])}x{int(h[i])} image or its box holds ({bound[i] - 1:.0f} pixels); an "
+                                 "area is the object's pixel count (COCO scores by it), or leave it out to use the "
+                                 "box's")
     train_xyxy = xywh_to_xyxy(raw)
     train_boxes, keep, changed = clip_boxes(train_xyxy, w, h)
     # evaluation keeps the file's own numbers (float64) for every box training did not change

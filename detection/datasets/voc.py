@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from detectron2.data import DatasetCatalog, MetadataCatalog
 from detectron2.structures import BoxMode
-from PIL import Image
 
 from backbones.bounded_read import MiB, UnreadableFile, read_bytes, read_text
+from classification.data.images import ImageReadError, image_size
 
 from .validation import check_class_names, sanitize_boxes
 
@@ -55,9 +55,19 @@ def _read_annotation(path: str) -> ET.Element:
     return root
 
 
-def _objects(root: ET.Element) -> list[ET.Element]:
-    """Every <object>, also inside a wrapper element (`<objects><object>`), in document order."""
-    return list(root.iter("object"))
+def _objects(node: ET.Element) -> list[ET.Element]:
+    """Every <object>, also inside a wrapper element (`<objects><object>`), in document order; not the elements
+    inside an <object> (a grouped annotation's members would count twice)."""
+    found, stack = [], [iter(node)]  # iterative: a hostile file nests thousands of levels deep
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif child.tag == "object":
+            found.append(child)
+        else:
+            stack.append(iter(child))
+    return found
 
 
 def _text(node: ET.Element | None, tag: str) -> str | None:
@@ -89,10 +99,12 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
     except (ValueError, OverflowError):  # "abc", nan; inf
         raise VOCFormatError(f"{path}: <size> has a non-numeric or infinite width/height") from None
     if height <= 0 or width <= 0:  # <size> missing, empty or 0x0: take it from the image itself
-        if image_path is None or not os.path.isfile(image_path):
+        if image_path is None or not os.path.exists(image_path):
             raise VOCFormatError(f"{path}: no usable <size> and image {image_path} not found")
-        with Image.open(image_path) as im:
-            width, height = im.size
+        try:
+            width, height = image_size(image_path)
+        except ImageReadError as err:
+            raise VOCFormatError(f"{path}: no usable <size>, and {err}") from None
     objects = []
     for i, obj in enumerate(_objects(root)):
         name = _text(obj, "name")
@@ -112,7 +124,7 @@ def parse_voc_xml(path: str, image_path: str | None = None) -> dict:
 
 def _read_split(dirname: str, split: str) -> list[str]:
     path = os.path.join(dirname, "ImageSets", "Main", split + ".txt")
-    if not os.path.lexists(path):
+    if not os.path.exists(path):  # a dangling symlink too
         raise FileNotFoundError(f"VOC split file not found: {path}")
     try:  # utf-8-sig: a BOM would become part of the first id
         text = read_text(path, limit=SPLIT_LIMIT)
@@ -170,10 +182,9 @@ def load_voc_images(dirname: str, split: str) -> list[dict]:
     for fileid in _read_split(dirname, split):
         jpeg = os.path.join(dirname, "JPEGImages", fileid + ".jpg")
         try:
-            with Image.open(jpeg) as im:  # the header only: no decoding
-                width, height = im.size
-        except OSError as err:
-            raise VOCFormatError(f"{jpeg}: cannot read the image ({err})") from None
+            width, height = image_size(jpeg)  # the header only: no decoding
+        except ImageReadError as err:
+            raise VOCFormatError(str(err)) from None
         dicts.append({"file_name": jpeg, "image_id": fileid, "height": height, "width": width})
     return dicts
 

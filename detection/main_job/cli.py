@@ -188,18 +188,21 @@ def _print_paper_cost(plan: MainJobPlan, tflops: float) -> None:
 
 
 def _fresh(out: Path, stages: list[Stage], log) -> None:
-    """Delete only what this job made: the directories of its planned stages that hold a stage record naming that
-    very directory as the stage's output, the report and the summary. Never through a symbolic link: a symlinked
-    pretrain/ led --fresh into another job's stages (and a user's file beside them)."""
-    links = [p for p in (out / "report", *{s.out.parent for s in stages}, *(s.out for s in stages)) if p.is_symlink()]
+    """Delete only what a main job made in `out`: each stage directory (this plan's, or an earlier plan's in the
+    same kind folders) whose stage record names that very directory as the stage's output, and the report and the
+    summary. Never through a symbolic link: a symlinked pretrain/ led --fresh into another job's stages (and a
+    user's file beside them); refused before anything is deleted."""
+    kinds = {s.out.parent for s in stages}
+    dirs = {*(s.out for s in stages), *(d for k in kinds if k.is_dir() for d in k.iterdir())}
+    links = [p for p in (out / "report", *kinds, *dirs) if p.is_symlink()]
     if links:
-        raise PlanError(f"--fresh: {links[0]} is a symbolic link; refusing to delete through it (remove the link, or "
-                        "give another --output-dir)")
+        raise PlanError(f"--fresh: {sorted(links)[0]} is a symbolic link; refusing to delete through it (remove the "
+                        "link, or give another --output-dir)")
     removed = 0
-    for s in stages:
-        record = read_stage_record(s.out) if (s.out / STAGE_RECORD).is_file() else None
-        if record is not None and record.argv is not None and str(s.out) in record.argv:
-            shutil.rmtree(s.out)
+    for d in sorted(dirs):
+        record = read_stage_record(d) if (d / STAGE_RECORD).is_file() else None
+        if record is not None and record.argv is not None and str(d) in record.argv:  # its own output directory
+            shutil.rmtree(d)
             removed += 1
     for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS):
         if p.is_dir():

@@ -13,6 +13,7 @@ each job's results.json (its per-unit values) with the one statistic every compa
 from __future__ import annotations
 
 import difflib
+import os
 import statistics
 from dataclasses import asdict
 from pathlib import Path
@@ -184,7 +185,7 @@ def compare_jobs(a, b) -> dict:
     """Everything tools/compare_jobs.py prints, as numbers: per matched stage each metric in A and B and B - A;
     per metric the mean and largest |B - A|; the thread counts; stages whose settings differ; the verdicts."""
     job_a, job_b = _job_dir(a), _job_dir(b)
-    if job_a.resolve() == job_b.resolve():  # it reported "perfect reproducibility" (also through a symlink)
+    if os.path.samefile(job_a, job_b):  # it reported "perfect reproducibility" (also through a symlink or mount)
         raise ValueError(f"{a} and {b} are the same job directory ({job_a.resolve()}): a job compared with itself "
                          "agrees by construction; give the output of another run of the job")
     res_a, res_b = _results(job_a), _results(job_b)

@@ -6,9 +6,12 @@ progress.json. On Slurm (submit_graph): one job per stage with afterok dependenc
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import signal
+import stat
 import statistics
 import subprocess
 import sys
@@ -60,22 +63,42 @@ class StageRecord:
     argv: list[str] | None
     threads: int | None
     code: list[dict] = field(default_factory=list)  # oldest first; [] where the record predates them
-    inputs: dict | None = None  # input_identity when the stage started; None where the record predates it
+    inputs: dict | None = None  # input_identity when the stage started; None where the record predates it (and
+    #   a dependency recorded as None had no checkpoint then: unknown, not checked)
 
 
-def input_identity(stage: Stage) -> dict[str, list[int] | None]:
-    """What a stage starts from, by identity, not by path: each dependency's final checkpoint as [size, mtime_ns]
-    (None when absent). A pretraining stage deleted and retrained with other settings left the detection stages
-    trained from its old weights to be reused as if built on the new ones."""
-    out: dict[str, list[int] | None] = {}
-    for dep in stage.deps:
+@functools.lru_cache(maxsize=256)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a checkpoint; cached per (path, size, mtime): the job checks every stage at start."""
+    with open(path, "rb") as f:
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def input_identity(deps: list[Path]) -> dict[str, str | None]:
+    """What a stage starts from, by content, not by path: the sha256 of each dependency's final checkpoint (None
+    while it has none). A pretraining stage deleted and retrained with other settings left the detection stages
+    trained from its old weights to be reused as if built on the new ones. Content, not file times: a job directory
+    copied without its times (cp -r) is the same job."""
+    out: dict[str, str | None] = {}
+    for dep in deps:
+        path = dep / FINAL_CHECKPOINT
         try:
-            st = (dep / FINAL_CHECKPOINT).stat()
-        except FileNotFoundError:
+            st = path.stat()
+            out[str(dep)] = _digest(str(path), st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+        except OSError:  # absent, unreadable: no identity
             out[str(dep)] = None
-        else:
-            out[str(dep)] = [st.st_size, st.st_mtime_ns]
     return out
+
+
+def record_inputs(out: Path, deps: list[Path]) -> None:
+    """Write the stage's inputs into its record as it starts (a Slurm job starts long after its record was
+    written at submission, when its dependencies had not run)."""
+    try:
+        rec = read_json(out / STAGE_RECORD)
+    except RunFileError:
+        rec = None
+    if isinstance(rec, dict):
+        atomic_write_text(out / STAGE_RECORD, json.dumps({**rec, "inputs": input_identity(deps)}, indent=1))
 
 
 def read_stage_record(out: Path) -> StageRecord | None:
@@ -105,7 +128,7 @@ def _write_record(stage: Stage, threads: int, code: dict) -> None:
     if not versions or versions[-1] != code:
         versions.append(code)
     atomic_write_text(stage.out / STAGE_RECORD, json.dumps(
-        {"argv": stage.argv, "threads": threads, "code": versions, "inputs": input_identity(stage)}, indent=1))
+        {"argv": stage.argv, "threads": threads, "code": versions, "inputs": input_identity(stage.deps)}, indent=1))
 
 
 def _check_stage(stage: Stage, threads: int) -> bool:
@@ -114,17 +137,19 @@ def _check_stage(stage: Stage, threads: int) -> bool:
     if not stage.out.exists():
         return False
     before = read_stage_record(stage.out)
-    if before is None or (before.argv, before.threads) != (stage.argv, threads):
-        what = "another thread count" if before is not None and before.argv == stage.argv else \
-            "other settings (or not by the main job)"
+    if before is None:
+        raise StageConflict(f"{stage.out} holds no readable {STAGE_RECORD} (not made by the main job, or its record "
+                            "was damaged): delete that directory, or choose another --output-dir")
+    if (before.argv, before.threads) != (stage.argv, threads):
+        what = "another thread count" if before.argv == stage.argv else "other settings"
         raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
                             "--output-dir")
-    now = input_identity(stage)
-    if before.inputs is not None and before.inputs != now:
-        dep = next((d for d in now if before.inputs.get(d) != now[d]), next(iter(before.inputs), ""))
-        state = "is gone" if now.get(dep) is None else "changed since (retrained?)"
-        raise StageConflict(f"{stage.out} was trained from {Path(dep) / FINAL_CHECKPOINT}, which {state}: delete "
-                            f"{stage.out} to train it from the new weights, or rerun with --fresh")
+    now = input_identity(stage.deps)
+    changed = [d for d, was in (before.inputs or {}).items() if was is not None and now.get(d) != was]
+    if changed:
+        state = "is gone" if now.get(changed[0]) is None else "changed since (retrained?)"
+        raise StageConflict(f"{stage.out} was trained from {Path(changed[0]) / FINAL_CHECKPOINT}, which {state}: "
+                            f"delete {stage.out} to train it from the new weights, or rerun with --fresh")
     return stage_done(stage)
 
 
@@ -278,13 +303,16 @@ class StageCommand:
     appended to the stage's stage.log. On USR2 (preemption, time limit) submitit calls checkpoint(): the job is
     requeued and the tool resumes from its last checkpoint; the tool itself ignores USR2 meanwhile."""
 
-    def __init__(self, argv: list[str], log: Path, threads: int, resume: bool = True, cwd: Path | None = None):
-        self.argv, self.log, self.threads, self.resume = argv, log, threads, resume
+    def __init__(self, argv: list[str], log: Path, threads: int, resume: bool = True, cwd: Path | None = None,
+                 deps: tuple[Path, ...] = ()):
+        self.argv, self.log, self.threads, self.resume, self.deps = argv, log, threads, resume, tuple(deps)
         self.cwd = cwd or project_files().root  # resolved where the job is submitted, not on the node
 
     def __call__(self) -> int:
         from classification.engine.slurm import ignore_preemption_signal
 
+        if self.deps:  # they have run now (afterok): what this stage starts from
+            record_inputs(self.log.parent, list(self.deps))
         with open(self.log, "a") as logf:
             rc = subprocess.call([sys.executable, self.argv[0], *(["--resume"] if self.resume else []),
                                   *self.argv[1:]], cwd=self.cwd,
@@ -298,7 +326,7 @@ class StageCommand:
         import submitit
 
         return submitit.helpers.DelayedSubmission(StageCommand(self.argv, self.log, self.threads, self.resume,
-                                                               self.cwd))
+                                                               self.cwd, self.deps))
 
 
 def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list[str] | None = None,
@@ -340,7 +368,7 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
             continue
         s.out.mkdir(parents=True, exist_ok=True)
         _write_record(s, threads, code)
-        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / STAGE_LOG, threads),
+        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / STAGE_LOG, threads, deps=s.deps),
                              [jobs[d] for d in s.deps if d in jobs])
         log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / STAGE_LOG})")
     ids = {str(k): v for k, v in jobs.items()}

@@ -11,10 +11,11 @@ and everything between the markers is replaced by `render(<that file>)`; prose o
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import fields
 from pathlib import Path
+
+from classification.engine.run_files import RunFileError, read_json
 
 from ..report.comparison import Adjustment, Comparison
 
@@ -99,11 +100,12 @@ def _nets_of(kind: str, index: int, c: dict, results: dict) -> tuple[str, ...]:
 def _load(doc: Path, cited: str) -> dict:
     path = doc.parent / cited
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsDocError(f"{doc}: the block citing {cited} has no such file ({path})") from None
-    except json.JSONDecodeError as err:
-        raise ResultsDocError(f"{doc}: {cited}: not JSON ({err})") from None
+        data = read_json(path)
+    except RunFileError as err:
+        raise ResultsDocError(f"{doc}: the block citing {cited}: {err}") from None
+    if data is None:
+        raise ResultsDocError(f"{doc}: the block citing {cited} has no such file ({path})")
+    return data
 
 
 def regenerate(doc: Path) -> str:

@@ -15,6 +15,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from backbones.bounded_read import MiB, read_json
 from backbones.checkpoint_io import atomic_write
+from classification.data.images import ImageReadError, check_image_file
 
 __all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "MAX_COLUMNS"]
 
@@ -46,6 +47,7 @@ def _shown(detections: list[dict], num_gt: int) -> list[dict]:
 def _read_cell_image(path: Path) -> tuple[Image.Image, float]:
     """The image at cell size (longer side CELL_SIZE; a larger one is never decoded in full where the format
     allows: JPEG draft mode) and the scale from its original pixels (the boxes' coordinates) to the cell's."""
+    check_image_file(path)  # a FIFO named by the ground truth blocked the report
     with Image.open(path) as f:
         width, height = f.size
         target = CELL_SIZE / max(width, height)
@@ -89,7 +91,7 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
     for im in images:
         try:
             image, scale = _read_cell_image(Path(image_root) / im["file_name"])
-        except (OSError, ValueError, Image.DecompressionBombError) as err:  # one bad image costs its row only
+        except (OSError, ValueError, Image.DecompressionBombError, ImageReadError) as err:  # its row only
             skipped.append(f"{im['file_name']} ({err})")
             continue
         drawn.append(im)

@@ -105,6 +105,15 @@ class RunResult:
         return Path(self.path) / INFERENCE_DIR / self.dataset / PREDICTIONS
 
 
+def _optional_json(path: Path):
+    """A run file the run's numbers do not need: its JSON, or None when absent or unusable (a FIFO, a device,
+    not JSON, too large)."""
+    try:
+        return read_json(path)
+    except RunFileError:
+        return None
+
+
 def _read_train_log(path: Path) -> list[dict]:
     rows = []
     if os.path.lexists(path):
@@ -261,7 +270,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
-    failure = read_json(path / FAILURE)
+    failure = _optional_json(path / FAILURE)  # unreadable: still a failure record (its existence says so)
     completed = metrics.get("iterations_completed")
     if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
         failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
@@ -282,8 +291,8 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
         {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
     inference = path / INFERENCE_DIR / run.dataset
-    coco_eval = read_json(inference / COCO_EVAL)
-    voc_eval = read_json(inference / VOC_EVAL)
+    coco_eval = _optional_json(inference / COCO_EVAL)  # the PR curves only: an unreadable file loses the curves,
+    voc_eval = _optional_json(inference / VOC_EVAL)  # not the run
     if coco_eval and coco_eval.get("precision"):
         rec = coco_eval["recall_thresholds"]
         for key in ("iou50", "iou75"):

@@ -84,7 +84,9 @@ ONE_DOG = ("<size><width>64</width><height>48</height></size>{o}<name>dog</name>
     + "</annotation>",
     "<annotation>" + ONE_DOG.format(o="<Object>", c="</Object>") + "</annotation>",
     "<annotation>" + ONE_DOG.format(o="<objects><object>", c="</object></objects>") + "</annotation>",
-], ids=["default_namespace", "prefixed", "capitalised", "wrapped"])
+    "<annotation>" + ONE_DOG.format(o="<object>", c="<object><name>member</name></object></object>")
+    + "</annotation>",
+], ids=["default_namespace", "prefixed", "capitalised", "wrapped", "grouped"])
 def test_voc_objects_are_found_under_a_namespace_another_case_or_a_wrapper(tmp_path, xml):
     """Each of these lost its objects silently (an all-namespaced test set scored AP 0): tags are matched by their
     lower-case local name, objects at any depth."""
@@ -450,6 +452,6 @@ def test_a_coco_annotation_file_that_is_a_device_is_refused_naming_it(tmp_path):
     from detection.datasets.coco import DatasetFormatError, read_coco_json
 
     link = tmp_path / "instances.json"
-    link.symlink_to("/dev/zero")
+    link.symlink_to("/dev/null")  # a device as /dev/zero is; a regression fails, not fills memory
     with pytest.raises(DatasetFormatError, match=r"instances.json: a character device, not a regular file"):
         read_coco_json(str(link))

@@ -3,6 +3,7 @@ the signal handler could not raise still stops the stages, each stage records th
 deletes only what the job made."""
 
 import json
+import os
 import threading
 import time
 from dataclasses import replace
@@ -47,15 +48,18 @@ def test_fresh_deletes_only_what_the_job_made(tmp_path):
     other = tmp_path / "detect" / "my_own_run"
     other.mkdir()
     (other / "model_final.pth").write_text("x")
-    not_planned = tmp_path / "detect" / "another_jobs_stage"  # a record, but not a stage of this plan
-    not_planned.mkdir()
-    (not_planned / STAGE_RECORD).write_text(json.dumps({"argv": ["OUTPUT_DIR", str(not_planned)]}))
+    earlier_plan = tmp_path / "detect" / "resnet101_p1_d0"  # this job's directory, an earlier plan's stage
+    earlier_plan.mkdir()
+    (earlier_plan / STAGE_RECORD).write_text(json.dumps({"argv": ["OUTPUT_DIR", str(earlier_plan)]}))
+    moved_in = tmp_path / "detect" / "copied_from_elsewhere"  # a record naming another directory
+    moved_in.mkdir()
+    (moved_in / STAGE_RECORD).write_text(json.dumps({"argv": ["OUTPUT_DIR", "/elsewhere/detect/x"]}))
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "report").mkdir()
     _fresh(tmp_path, [stage], lambda m: None)
     assert not stage.out.exists() and not (tmp_path / "report").exists()
     assert (other / "model_final.pth").is_file() and (tmp_path / "notes.txt").is_file()
-    assert (not_planned / STAGE_RECORD).is_file()
+    assert not earlier_plan.exists() and (moved_in / STAGE_RECORD).is_file()
 
 
 def test_fresh_never_deletes_through_a_symlinked_stage_parent_or_a_stage_another_job_recorded(tmp_path):
@@ -139,8 +143,15 @@ def test_a_stage_whose_dependency_was_retrained_or_deleted_is_not_reused(tmp_pat
     a, b = (replace(s, argv=[*s.argv, str(s.out)]) for s in _stages(tmp_path, writes_weights))
     monkeypatch.setattr(graph, "stage_done", lambda s: (s.out / "model_final.pth").is_file())  # these scripts'
     run_graph([a, b], 1, 1, Estimator({}, 1), lambda m: None)
-    assert read_stage_record(b.out).inputs == graph.input_identity(b) != {}
+    assert read_stage_record(b.out).inputs == graph.input_identity(b.deps) != {}
     assert graph._check_stage(b, 1)  # unchanged: reused
+    os.utime(a.out / "model_final.pth", (1, 1))  # copied without its times (cp -r): the same content, reused
+    assert graph._check_stage(b, 1)
+    record = json.loads((b.out / STAGE_RECORD).read_text())
+    (b.out / STAGE_RECORD).write_text(json.dumps({**record, "inputs": {str(a.out): None}}))
+    assert graph._check_stage(b, 1)  # recorded at Slurm submission, before the dependency ran: unknown, reused
+    graph.record_inputs(b.out, b.deps)  # what the Slurm job body writes when it starts
+    assert read_stage_record(b.out).inputs == graph.input_identity(b.deps)
     (a.out / "model_final.pth").write_bytes(b"retrained with other settings")
     with pytest.raises(StageConflict, match=rf"{b.out} was trained from {a.out / 'model_final.pth'}, which "
                                             r"changed since \(retrained\?\): delete"):
