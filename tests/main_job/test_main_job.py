@@ -92,7 +92,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     assert "| cifar_resnet56 | residual | 56 | 2 |" in md
     for png in ("degradation.png", "layer_responses.png"):
         assert (report / png).stat().st_size > 1000
-    assert "Degradation (plain vs residual CIFAR nets, 2 iterations" in summary
+    assert "Degradation (plain vs residual CIFAR nets, one recipe: 2 iterations" in summary
 
     again = run_tool("tools/main_job.py", "--output-dir", out, *TINY, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
