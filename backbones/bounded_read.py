@@ -13,7 +13,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UnreadableFile", "regular_file", "read_bytes", "read_text", "read_json", "read_tail", "MiB"]
+__all__ = ["UnreadableFile", "DuplicateKey", "regular_file", "read_bytes", "read_text", "read_json", "unique_keys",
+           "read_tail", "MiB"]
 
 MiB = 1 << 20
 
@@ -77,13 +78,30 @@ def read_text(path: str | os.PathLike, *, limit: int, errors: str = "strict") ->
         raise UnreadableFile(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (json keeps the last silently)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """json's object_pairs_hook refusing a key given twice in one object: a second "annotations" list silently
+    replaced the first (the same cost as a plain parse, measured on a 57 MB COCO file)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise DuplicateKey(f"the key {key!r} twice in one object (JSON keeps the last silently)")
+    return obj
+
+
 def read_json(path: str | os.PathLike, *, limit: int) -> Any:
-    """The file's JSON document."""
+    """The file's JSON document; a key given twice in one object is refused."""
     text = read_text(path, limit=limit)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise UnreadableFile(f"{path}: not JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except DuplicateKey as err:
+        raise UnreadableFile(f"{path}: {err}") from None
 
 
 def read_tail(path: str | os.PathLike, nbytes: int) -> str:

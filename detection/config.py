@@ -92,6 +92,10 @@ def check_run_config(cfg: CN) -> None:
                 problems.append(f"DATASETS.{key} {name!r}: {why}")
     if not str(cfg.OUTPUT_DIR).strip():
         problems.append('OUTPUT_DIR "": a run needs a directory for its outputs')
+    if cfg.DATALOADER.SAMPLER_TRAIN != "TrainingSampler":  # ours is its resumable equivalent; config.yaml recorded
+        # a RepeatFactorTrainingSampler that never ran
+        problems.append(f"DATALOADER.SAMPLER_TRAIN {cfg.DATALOADER.SAMPLER_TRAIN!r}: only TrainingSampler (a shuffled "
+                        "stream; detection/engine/data.py's resumable sampler) is implemented")
     from .evaluation.coco import COCO_BACKENDS
 
     if cfg.EVAL.COCO_BACKEND not in COCO_BACKENDS:
@@ -235,6 +239,7 @@ def get_detection_cfg(config_files: str | list[str] | None = None, opts: list[st
             cfg.merge_from_list(list(opts))
         except (KeyError, AssertionError) as err:
             raise KeyError(f"command-line override: {err.args[0] if err.args else err}") from None
+    cfg.OUTPUT_DIR = os.path.expanduser(str(cfg.OUTPUT_DIR))  # "~/runs/x" made a folder named "~" in the cwd
     if read_weights:
         apply_weights_conventions(cfg)
     if freeze:

@@ -19,7 +19,7 @@ from ..data.images import ImageReadError
 from .errors import UsageError
 from .run_directory import RunDirectoryBusy
 
-__all__ = ["USER_ERRORS", "user_errors", "warn_oversubscription", "add_launch_arguments", "hide_third_party_warnings"]
+__all__ = ["USER_ERRORS", "user_errors", "check_process_count", "add_launch_arguments", "hide_third_party_warnings"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,15 +90,22 @@ def hide_third_party_warnings() -> None:
                                               r"pass the indexing argument", category=UserWarning)
 
 
-def warn_oversubscription(processes: int) -> None:
-    """On a machine without GPUs every requested "GPU" is a CPU process: say so when that far exceeds the cores."""
-    cores = os.cpu_count() or 1
-    if not torch.cuda.is_available() and processes > cores:
-        logger.warning(f"--num-gpus {processes} starts {processes} CPU processes on a machine with {cores} cores: "
-                       "each gets a slice of a core and its own copy of the model and data; expect it to be slow "
-                       "and memory-hungry")
-        print(f"warning: --num-gpus {processes} on {cores} CPU cores (no GPU): {processes} processes will share "
-              f"{cores} cores", file=sys.stderr)
+def check_process_count(processes: int) -> None:
+    """UsageError, before any process starts, for more processes per machine than it can give one each: GPUs where
+    there are GPUs (a worker without one fails inside the launch), cores where there are none (9 processes on 2
+    cores each held a copy of the model and data, 4.9 GB, and crawled)."""
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise UsageError(f"--num-gpus must be an integer >= 1, got {processes!r}")
+    if torch.cuda.is_available():
+        gpus = torch.cuda.device_count()
+        if processes > gpus:
+            raise UsageError(f"--num-gpus {processes}: this machine shows {gpus} GPU(s) (CUDA_VISIBLE_DEVICES "
+                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); one process per GPU")
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if processes > cores:
+        raise UsageError(f"--num-gpus {processes}: no GPU here, so each is a CPU process, and this machine gives "
+                         f"this job {cores} core(s); use --num-gpus {cores} or fewer")
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

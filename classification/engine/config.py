@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -96,6 +97,10 @@ class ClsConfig:
         if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int) \
                 or self.keep_checkpoints < 0:
             raise ValueError(f"keep_checkpoints must be an integer >= 0, got {self.keep_checkpoints!r}")
+        for name in ("seed", "data_seed"):  # numpy's seeds are 32-bit: a bare "Seed must be between 0 and 2**32 - 1"
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+                raise ValueError(f"{name} must be an integer in [0, 2**32), got {value!r}")
         for name in ("train_samples", "val_samples", "holdout"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -138,6 +143,7 @@ class ClsConfig:
                 raise ValueError(f"{f.name} must be one of {choices}, got {getattr(self, f.name)!r}")
         if not self.output_dir:
             self.output_dir = f"output/classification/{self.dataset}_{self.model}"
+        self.output_dir = os.path.expanduser(self.output_dir)  # "~/runs/x" made a folder named "~" in the cwd
 
     # --- the recipe: what an unset option means for this dataset / model -----------------------------------------
     def base_lr(self, world_size: int = 1) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .cli import add_launch_arguments, user_errors, warn_oversubscription
+from .cli import add_launch_arguments, check_process_count, user_errors
 from .config import add_config_arguments, config_from_args
 from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
@@ -76,5 +76,5 @@ def run(argv: list[str] | None = None):
             job = submit(launch, args, output_dir=cfg.output_dir, job_name="train_cls")
             print(f"submitted {job.job_id}")
             return job
-        warn_oversubscription(args.num_gpus)
+        check_process_count(args.num_gpus)
         return launch(args)

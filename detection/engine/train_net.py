@@ -15,7 +15,7 @@ from detectron2.utils import comm
 from detectron2.utils.logger import setup_logger
 
 from backbones.checkpoint_io import signals_deferred
-from classification.engine.cli import USER_ERRORS, add_launch_arguments, user_errors, warn_oversubscription
+from classification.engine.cli import USER_ERRORS, add_launch_arguments, check_process_count, user_errors
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
 from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, PROGRESS, TRAINING_LOG
@@ -220,5 +220,5 @@ def run(argv: list[str] | None = None):
             return job
         if comm.get_world_size() > 1:
             raise SystemExit("run() must be called outside a process group")
-        warn_oversubscription(args.num_gpus)
+        check_process_count(args.num_gpus)
         return launch(args)

@@ -237,12 +237,12 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"[main job] --allow-unfair-arms: {text}", flush=True)
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
-    if not args.gpu_tflops > 0:
-        raise PlanError(f"--gpu-tflops must be positive, got {args.gpu_tflops}")
+    if not 0 < args.gpu_tflops < float("inf"):  # inf printed "0 GPU-hours"
+        raise PlanError(f"--gpu-tflops must be positive and finite, got {args.gpu_tflops}")
     project_files()  # no checkout to run the stages from: say so now, not when the first stage starts
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     out = Path(args.output_dir or ("output/main_job" if args.preset == "full" else f"output/main_job_{args.preset}"))
-    out = out.resolve()
+    out = out.expanduser().resolve()  # "--output-dir=~/x" reaches us unexpanded by the shell
     t_start = time.time()
     stages = plan_stages(plan, out)
     if args.slurm and not args.dry_run:

@@ -32,6 +32,7 @@ __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_file
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
                   "C4": ("COCO-Detection", "faster_rcnn_R_101_C4.yaml")}
+SEED_LIMIT = 2**32  # numpy's seeds are 32-bit (train_cls seeds numpy with its --seed; Detectron2 with SEED + rank)
 MAIN_JOB_FAMILIES = ("vgg", "resnet", "plain")  # the ImageNet-style nets; CIFAR nets have no detection design here
 
 
@@ -298,6 +299,8 @@ def validate_plan(plan: MainJobPlan) -> None:
     for b in plan.backbones:
         if b not in known or model_info(b).family not in MAIN_JOB_FAMILIES:
             raise PlanError(f"--backbones {b!r}: not a VGG / ResNet / plain model of backbones.list_models()")
+    if len(set(plan.backbones)) != len(plan.backbones):  # one stage directory each: the second would reuse the first
+        raise PlanError(f"--backbones lists a backbone twice ({list(plan.backbones)})")
     for a in plan.arms:
         if a not in ARMS:
             raise PlanError(f"--arms {a!r}: not an arm of detection/main_job/arms.py ({', '.join(ARMS)})")
@@ -318,9 +321,13 @@ def validate_plan(plan: MainJobPlan) -> None:
                             "twice")
         if any(s < 0 for s in seeds):
             raise PlanError(f"--{name.replace('_', '-')} must be >= 0")
+        if any(s >= SEED_LIMIT for s in seeds):  # numpy's seeds are 32-bit: a stage would fail after the others ran
+            raise PlanError(f"--{name.replace('_', '-')} must be < 2**32, got {max(seeds)}")
     for name in ("pretrain_epochs", "detect_iterations", "pretrain_val_images"):
-        if not getattr(plan, name) > 0:
-            raise PlanError(f"--{name.replace('_', '-')} must be positive, got {getattr(plan, name)}")
+        if not 0 < getattr(plan, name) < math.inf:
+            raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
+    if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
+        raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
 
 
 def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:

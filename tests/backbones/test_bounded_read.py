@@ -17,6 +17,15 @@ def test_a_regular_file_within_the_bound_is_read_and_a_bom_dropped(tmp_path):
     assert read_bytes(path, limit=16) == path.read_bytes()
 
 
+def test_a_json_key_given_twice_in_one_object_is_refused_naming_it(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text('{"iteration": 1, "loss": 0.5, "iteration": 2}')
+    with pytest.raises(UnreadableFile, match="^[^\n]*metrics.json: the key 'iteration' twice in one object"):
+        read_json(path, limit=100)
+    path.write_text('[{"a": 1}, {"a": 2}]')  # the same key in two objects is fine
+    assert read_json(path, limit=100) == [{"a": 1}, {"a": 2}]
+
+
 def test_a_fifo_is_refused_before_it_is_opened(tmp_path):
     """open() on a FIFO waits for a writer: the check comes first. (A writer unblocks a wrong reader after 5 s, so a
     regression fails instead of hanging the suite.)"""

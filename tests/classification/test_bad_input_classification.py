@@ -2,6 +2,7 @@
 `--val-samples` subsets of one class, CIFAR batches a cast would change, an unbounded width."""
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -84,6 +85,19 @@ def test_classification_width_is_bounded_as_detection_s():
     with pytest.raises(ValueError, match="width 64 is above"):
         config_from_args(parser.parse_args(["--model-option", "width=64"]))
     assert ClsConfig(model_options={"width": 0.25}).model_options == {"width": 0.25}
+
+
+def test_a_home_relative_output_dir_is_expanded(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ClsConfig(output_dir="~/runs/r20").output_dir == str(tmp_path / "runs" / "r20")  # not ./~/runs/r20
+
+
+@pytest.mark.parametrize("option, value", [("seed", 2**32), ("seed", -1), ("data_seed", 2**40)])
+def test_a_seed_outside_numpys_range_is_refused_naming_the_option(option, value):
+    """numpy's seeds are 32-bit: --seed 2**32 stopped training with "Seed must be between 0 and 2**32 - 1"."""
+    with pytest.raises(ValueError, match=re.escape(f"{option} must be an integer in [0, 2**32), got {value}")):
+        ClsConfig(**{option: value})
+    assert ClsConfig(seed=2**32 - 1).seed == 2**32 - 1
 
 
 @pytest.mark.parametrize("option, value, match", [

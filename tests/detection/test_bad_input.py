@@ -4,6 +4,7 @@ references' behaviour; nothing valid changes."""
 
 import json
 import logging
+import os
 import shutil
 
 import numpy as np
@@ -16,7 +17,7 @@ from PIL import Image
 from backbones import CheckpointReadError, create_model, load_pretrained
 from classification.data.datasets import SKIPPED, ImageFolderDataset
 from classification.data.images import ImageReadError, open_image
-from classification.engine.cli import warn_oversubscription
+from classification.engine.cli import check_process_count
 from classification.engine.config import ClsConfig
 from classification.engine.errors import UsageError
 from conftest import REPO, det_args, run_tool
@@ -203,9 +204,29 @@ def test_slurm_whose_controller_cannot_be_reached_is_one_line_quoting_sbatch(tin
     assert err.count("Unable to contact") == 1  # submitit's own print of sbatch's stderr is not repeated
 
 
-def test_many_processes_on_few_cores_warn(capsys):
-    warn_oversubscription(64)
-    assert "--num-gpus 64 on" in capsys.readouterr().err
+def test_more_processes_than_cores_are_refused_before_any_starts(capsys, tmp_path, monkeypatch):
+    """9 CPU processes on 2 cores each held the model and data (4.9 GB) and crawled: refused, one line, nothing
+    started or written."""
+    from classification.engine import train_net as cls_train_net
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cores = len(os.sched_getaffinity(0))
+    check_process_count(cores)  # one a core is fine
+    with pytest.raises(UsageError, match=f"--num-gpus {cores + 1}: no GPU here, .* gives this job {cores} core"):
+        check_process_count(cores + 1)
+    with pytest.raises(SystemExit) as exit_:
+        cls_train_net.run(["--num-gpus", "64", "--output-dir", str(tmp_path / "run")])
+    assert exit_.value.code == 2 and not (tmp_path / "run").exists()
+    err = capsys.readouterr().err
+    assert err.startswith("error: --num-gpus 64: no GPU here") and err.count("\n") == 1
+
+
+def test_more_processes_than_gpus_are_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    check_process_count(1)
+    with pytest.raises(UsageError, match=r"--num-gpus 2: this machine shows 1 GPU\(s\)"):
+        check_process_count(2)
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -752,6 +773,8 @@ def test_train_and_evaluation_class_lists_must_agree(tmp_path):
     (["SOLVER.WEIGHT_DECAY", "-1e-4"], r"SOLVER.WEIGHT_DECAY -0.0001: a finite number >= 0"),
     (["SOLVER.GAMMA", "0.0"], r"SOLVER.GAMMA 0.0: a finite number > 0"),
     (["SOLVER.WARMUP_FACTOR", "2.0"], r"SOLVER.WARMUP_FACTOR 2.0: a number in \[0, 1\]"),
+    (["DATALOADER.SAMPLER_TRAIN", "RepeatFactorTrainingSampler"],
+     r"DATALOADER.SAMPLER_TRAIN 'RepeatFactorTrainingSampler': only TrainingSampler"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""
@@ -760,6 +783,13 @@ def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", opts, read_weights=False)
     with pytest.raises(ValueError, match=match):
         check_run_config(cfg)
+
+
+def test_a_home_relative_output_dir_is_expanded_not_made_in_the_working_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", ["OUTPUT_DIR", "~/runs/r34"],
+                            read_weights=False)
+    assert cfg.OUTPUT_DIR == str(tmp_path / "runs" / "r34")
 
 
 def test_a_nan_learning_rate_in_a_config_file_is_refused_naming_the_key(tmp_path):

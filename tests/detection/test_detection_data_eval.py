@@ -150,6 +150,19 @@ def test_coco_json_errors_name_the_file(tmp_path):
         load_coco_checked(str(tmp_path / "missing.json"), str(tmp_path))
 
 
+@pytest.mark.bad_input
+def test_a_coco_key_given_twice_is_refused_naming_it(tmp_path):
+    """json keeps the last of two "annotations" lists: the first list's objects were silently dropped."""
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"images": [], "annotations": [{"id": 1}], "categories": [], "annotations": []}')
+    with pytest.raises(DatasetFormatError, match="^[^\n]*twice.json: the key 'annotations' twice in one object"):
+        load_coco_checked(str(twice), str(tmp_path))
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"images": [{"id": 1, "width": 4, "id": 2}], "annotations": [], "categories": []}')
+    with pytest.raises(DatasetFormatError, match="nested.json: the key 'id' twice in one object"):
+        load_coco_checked(str(nested), str(tmp_path))
+
+
 # ---- embedded default ---------------------------------------------------------------------------------------
 
 def test_embedded_dataset_is_deterministic_and_consistent_across_layouts(tmp_path, embedded):

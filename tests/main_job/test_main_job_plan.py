@@ -145,12 +145,24 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
     ({"pretrain_seeds": (-1,)}, "--pretrain-seeds must be >= 0"),
     ({"detect_iterations": 0}, "--detect-iterations must be positive"),
     ({"arms": ("gn_pretrained", "bn_scratch")}, "--arms 'bn_scratch': not an arm"),
+    ({"backbones": ("resnet101", "resnet101")}, "--backbones lists a backbone twice"),
+    ({"detect_seeds": (2**32,)}, "--detect-seeds must be < 2**32"),
+    ({"pretrain_epochs": float("inf")}, "--pretrain-epochs must be positive and finite, got inf"),
+    ({"pretrain_epochs": float("nan")}, "--pretrain-epochs must be positive and finite, got nan"),
+    ({"pretrain_train_images": 0}, "--pretrain-images must be positive"),
 ])
 def test_a_plan_that_cannot_run_is_refused_naming_the_option(change, message):
     from dataclasses import replace
 
     with pytest.raises(PlanError, match=re.escape(message)):
         validate_plan(replace(MainJobPlan(), **change))
+
+
+def test_an_infinite_gpu_tflops_is_refused_before_anything_runs(capsys):
+    from detection.main_job.cli import main
+
+    assert main(["--dry-run", "--gpu-tflops", "inf"]) == 2  # it printed "0 GPU-hours"
+    assert capsys.readouterr().err.strip() == "error: --gpu-tflops must be positive and finite, got inf"
 
 
 def test_the_checkout_is_found_from_the_working_directory_or_named_and_its_absence_said(tmp_path, monkeypatch):
