@@ -195,11 +195,18 @@ def apply_weights_conventions(cfg: CN, *, log: bool = True) -> dict:
     return changes
 
 
+MAX_BASE_CHAIN = 32  # _BASE_ files above a config; Detectron2's deepest is 2
+
+
 def check_config_file(path: str, _chain: tuple[str, ...] = ()) -> None:
     """Read `path` and its `_BASE_` files with safe_yaml.load_yaml and refuse, naming the file, what fvcore would
     otherwise handle badly: tags that call Python (fvcore falls back to yaml.unsafe_load), duplicate keys, alias
     bombs, `_BASE_` cycles (RecursionError), syntax errors and non-mapping documents."""
     real = os.path.realpath(path)
+    if len(_chain) >= MAX_BASE_CHAIN:  # fvcore merges _BASE_ files recursively: RecursionError, reported as nesting
+        shown = [*_chain[:2], "...", *_chain[-1:], real]
+        raise ConfigFileError(f"{_chain[0]}: a _BASE_ chain of more than {MAX_BASE_CHAIN} files "
+                              f"({' -> '.join(shown)}); refused")
     if real in _chain:
         cycle = " -> ".join([*_chain[_chain.index(real):], real])
         raise ConfigFileError(f"{path}: _BASE_ cycle: {cycle}")

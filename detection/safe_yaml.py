@@ -2,7 +2,8 @@
 
 yaml.safe_load already refuses tags that construct Python objects; on top of it this refuses, naming the file:
 - a file over MAX_BYTES (a 10 MB YAML keeps the parser busy for minutes);
-- a duplicate key in one mapping (PyYAML keeps the last silently: `SOLVER:` twice drops the first's settings);
+- a duplicate key in one mapping (PyYAML keeps the last silently: `SOLVER:` twice drops the first's settings;
+  a merge key's `<<: *base` values may be overridden, as YAML says);
 - nesting deeper than MAX_DEPTH (the parser recurses: RecursionError);
 - a document whose aliases expand to more than MAX_VALUES values ("billion laughs": a 531-byte file loads as
   shared references, then yacs, OmegaConf or json.dumps expand them until memory runs out).
@@ -29,12 +30,16 @@ class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` is plain YAML: its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key] + 1}; YAML would keep only the "
                     "last one)", key_node.start_mark)
             seen[key] = key_node.start_mark.line
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # merge keys in, the node's own keys after them (they win)
         return super().construct_mapping(node, deep=deep)
 
 

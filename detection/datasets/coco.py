@@ -96,14 +96,15 @@ class CocoGroundTruth:
 
 def _list(data: dict, key: str, json_file: str, required: bool) -> list:
     items = data.get(key)
-    if items is None and not required:
-        return []
+    if key not in data and not required:  # a test set without ground truth leaves the key out; null is refused:
+        return []                         # it was read as a ground truth with no objects
     if not isinstance(items, list):
         if key == "categories" and not items:
             raise DatasetFormatError(f"{json_file}: no categories; a COCO instances file lists its classes under "
                                      "'categories'")
-        raise DatasetFormatError(f"{json_file}: no '{key}' list (not a COCO instances file?)" if items is None else
-                                 f"{json_file}: '{key}' is a {type(items).__name__}, not a list")
+        raise DatasetFormatError(f"{json_file}: no '{key}' list (not a COCO instances file?)" if key not in data else
+                                 f"{json_file}: '{key}' is {'null' if items is None else 'a ' + type(items).__name__}"
+                                 ", not a list" + ("" if required else " (leave the key out: no ground truth)"))
     bad = next((i for i, item in enumerate(items) if not isinstance(item, dict)), None)
     if bad is not None:
         raise DatasetFormatError(f"{json_file}: {key}[{bad}] is {items[bad]!r}, not an object")

@@ -64,10 +64,15 @@ def build_parser(description: str = "Faster R-CNN with backbones from `backbones
 def register_cli_datasets(args: argparse.Namespace) -> None:
     from ..datasets.validation import dataset_name_problem
 
+    seen: dict[str, str] = {}
     for flag, entries in (("--dataset-coco", args.dataset_coco), ("--dataset-voc", args.dataset_voc)):
         for name, *_ in entries:
             if why := dataset_name_problem(name):
                 raise ValueError(f"{flag} {name!r}: {why}")
+            if name in seen:  # the second registration replaced the first: one name, two datasets
+                raise ValueError(f"{flag} {name!r}: the name is given twice ({seen[name]} and {flag}); a dataset "
+                                 "name is one dataset")
+            seen[name] = flag
     for name, json_file, image_root in args.dataset_coco:
         register_coco(name, json_file, image_root)
     classes = [c.strip() for c in args.voc_classes.split(",") if c.strip()] if args.voc_classes else None

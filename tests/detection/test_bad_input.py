@@ -68,6 +68,30 @@ def test_base_cycle_and_malformed_configs_name_the_file(tmp_path):
         get_detection_cfg(str(tmp_path / "d.yaml"))
 
 
+def test_a_long_base_chain_is_refused_as_a_chain(tmp_path):
+    """1200 files each the _BASE_ of the one before: "nested too deeply to parse (more than 64 levels)", naming a
+    file in the middle (fvcore's recursion), not the chain."""
+    for i in range(40):
+        (tmp_path / f"c{i}.yaml").write_text(f"_BASE_: c{i + 1}.yaml\n")
+    (tmp_path / "c40.yaml").write_text("SOLVER:\n  MAX_ITER: 3\n")
+    with pytest.raises(ConfigFileError, match=r"c0.yaml: a _BASE_ chain of more than 32 files \(.*c0.yaml -> .*c1.yaml"
+                                              r" -> \.\.\. -> .*c31.yaml -> .*c32.yaml\); refused"):
+        get_detection_cfg(str(tmp_path / "c0.yaml"), read_weights=False)
+    assert get_detection_cfg(str(tmp_path / "c20.yaml"), read_weights=False).SOLVER.MAX_ITER == 3  # 20 are fine
+
+
+def test_a_yaml_merge_key_is_plain_yaml_and_its_values_may_be_overridden(tmp_path):
+    """`<<: *base` was refused as "a YAML tag that would construct Python objects"."""
+    (tmp_path / "m.yaml").write_text("SOLVER: &s\n  MAX_ITER: 9\n  BASE_LR: 0.01\nTEST:\n  AUG:\n    ENABLED: False\n"
+                                     "_SOLVER_COPY: &t\n  <<: *s\n  MAX_ITER: 5\n")
+    from detection.safe_yaml import load_yaml
+
+    assert load_yaml(tmp_path / "m.yaml")["_SOLVER_COPY"] == {"MAX_ITER": 5, "BASE_LR": 0.01}
+    (tmp_path / "n.yaml").write_text("base: &b\n  MAX_ITER: 9\nSOLVER:\n  <<: *b\n  BASE_LR: 0.5\n  BASE_LR: 0.6\n")
+    with pytest.raises(ConfigFileError, match=r"n.yaml, line 6: duplicate key 'BASE_LR' \(first on line 5"):
+        load_yaml(tmp_path / "n.yaml")  # the node's own keys are still checked
+
+
 # ---- 2. --dataset-voc swallowed the overrides -------------------------------------------------------------------
 
 def test_dataset_voc_takes_exactly_three_values():
@@ -831,6 +855,8 @@ def _coco_file(tmp_path, spoil):
     (lambda d: d["annotations"][0].update(image_id=9), r"annotation 1 refers to image_id 9, which is not listed"),
     (lambda d: d.pop("images"), r"no 'images' list"),
     (lambda d: d.update(images=[]), r"'images' is empty"),
+    (lambda d: d.update(annotations=None), r"'annotations' is null, not a list \(leave the key out: no ground "
+                                           r"truth\)"),  # was a ground truth with no objects
     (lambda d: d.update(text="[" * 100_000 + "]" * 100_000), r"JSON nested too deeply"),
 ])
 def test_coco_fields_that_escaped_the_one_line_errors(tmp_path, spoil, match):

@@ -460,6 +460,17 @@ def test_perfect_detections_score_100_or_the_file_is_refused_voc(tmp_path, backe
             load_voc_instances(str(tmp_path / value), "trainval", ["cat"])
 
 
+def test_one_dataset_name_given_twice_on_the_command_line_is_refused(tmp_path):
+    """The second registration replaced the first: a run trained on one file and recorded both."""
+    from detection.engine import train_net
+
+    args = train_net.build_parser().parse_args(["--dataset-coco", "mine", "a.json", str(tmp_path),
+                                                "--dataset-voc", "mine", str(tmp_path), "val"])
+    with pytest.raises(ValueError, match=r"^--dataset-voc 'mine': the name is given twice \(--dataset-coco and "
+                                         r"--dataset-voc\)"):
+        train_net.register_cli_datasets(args)
+
+
 def test_a_coco_annotation_file_that_is_a_device_is_refused_naming_it(tmp_path):
     """A symlink to /dev/zero read until memory ran out (MemoryError traceback)."""
     from detection.datasets.coco import DatasetFormatError, read_coco_json
