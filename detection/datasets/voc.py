@@ -203,11 +203,15 @@ def register_voc_test_images(name: str, dirname: str, split: str, year: int,
 
 def register_voc(name: str, dirname: str, split: str, year: int = 2007,
                  class_names: Sequence[str] | None = None) -> None:
-    """Register a VOC-layout directory. class_names=None: PASCAL VOC's 20 for year 2007/2012 layouts named
-    VOC*, else the classes found in the split's annotations."""
+    """Register a VOC-layout directory. class_names=None: the classes the split's annotations name, in PASCAL VOC's
+    order when they are PASCAL's 20. A folder named VOC* whose annotations name other classes is said to be so: it
+    was given PASCAL's 20, and a detector perfect on its 2 classes scored AP50 10.0 (18 classes at 0)."""
     if class_names is None:
-        is_pascal = os.path.basename(os.path.normpath(dirname)).startswith("VOC")
-        class_names = VOC_CLASSES if is_pascal else discover_voc_classes(dirname, split)
+        found = discover_voc_classes(dirname, split)
+        class_names = VOC_CLASSES if set(found) == set(VOC_CLASSES) else found
+        if os.path.basename(os.path.normpath(dirname)).startswith("VOC") and class_names is found:
+            logger.warning(f"{name}: {dirname} is named like PASCAL VOC, but its {split} annotations name "
+                           f"{len(found)} classes, not PASCAL's 20: {found} (set them with --voc-classes)")
     class_names = check_class_names(class_names, f"VOC {dirname} [{split}]")
     if name in DatasetCatalog.list():
         DatasetCatalog.remove(name)

@@ -132,25 +132,31 @@ def _write_record(stage: Stage, threads: int, code: dict) -> None:
 
 
 def _check_stage(stage: Stage, threads: int) -> bool:
-    """True if the stage is finished with these settings (what must match for a stage directory to be reused or
-    resumed: the command and the thread count); raises StageConflict if its directory holds another's."""
+    """True if the stage is finished with these settings and its inputs unchanged; raises StageConflict, naming what
+    to do with that one directory, if it holds another stage's, was trained from weights that changed since, or is
+    unfinished at another thread count. A finished stage is reused whatever thread count it ran with (its record
+    keeps it; --threads is how a job runs, not what it computes): a rerun with other --threads was locked out and
+    told to --fresh, which deletes every stage."""
     if not stage.out.exists():
         return False
     before = read_stage_record(stage.out)
     if before is None:
         raise StageConflict(f"{stage.out} holds no readable {STAGE_RECORD} (not made by the main job, or its record "
                             "was damaged): delete that directory, or choose another --output-dir")
-    if (before.argv, before.threads) != (stage.argv, threads):
-        what = "another thread count" if before.argv == stage.argv else "other settings"
-        raise StageConflict(f"{stage.out} was made by {what}; rerun with --fresh to start over, or choose another "
-                            "--output-dir")
+    if before.argv != stage.argv:
+        raise StageConflict(f"{stage.out} was made by other settings: delete that directory to rerun this stage with "
+                            "these (--fresh deletes every stage of the job), or choose another --output-dir")
     now = input_identity(stage.deps)
     changed = [d for d, was in (before.inputs or {}).items() if was is not None and now.get(d) != was]
     if changed:
         state = "is gone" if now.get(changed[0]) is None else "changed since (retrained?)"
         raise StageConflict(f"{stage.out} was trained from {Path(changed[0]) / FINAL_CHECKPOINT}, which {state}: "
                             f"delete {stage.out} to train it from the new weights, or rerun with --fresh")
-    return stage_done(stage)
+    done = stage_done(stage)
+    if not done and before.threads is not None and before.threads != threads:  # one run, one thread count
+        raise StageConflict(f"{stage.out} is unfinished and ran with {before.threads} thread(s): rerun with --threads "
+                            f"{before.threads} to resume it, or delete that directory to restart it with {threads}")
+    return done
 
 
 def prune_checkpoints(out: Path) -> int:

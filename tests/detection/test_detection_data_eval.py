@@ -2,6 +2,7 @@
 predictions, both COCO back ends agree, our VOC AP equals Detectron2's)."""
 
 import json
+import logging
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -14,6 +15,7 @@ from PIL import Image
 import detection  # noqa: F401
 from conftest import TINY_SPEC, make_fifo
 from detection.datasets import (
+    VOC_CLASSES,
     DatasetFormatError,
     VOCFormatError,
     load_coco_checked,
@@ -48,6 +50,23 @@ REAL_WORLD = """<annotation><filename>a.jpg</filename>
 <object><name>cat</name><difficult>1</difficult>
 <bndbox><xmin>1</xmin><ymin>1</ymin><xmax>90</xmax><ymax>47</ymax></bndbox></object>
 </annotation>"""  # no <size>, float coordinates, empty/missing tags, a box wider than the image
+
+
+def test_a_voc_named_folder_with_other_classes_gets_its_own_and_is_said_to(tmp_path, caplog):
+    """Named VOC*, it was given PASCAL's 20 classes: a detector perfect on its 2 scored AP50 10.0."""
+    root = tmp_path / "VOCmine"
+    _write_voc(root, "a", REAL_WORLD)
+    with caplog.at_level(logging.WARNING, logger="detection.datasets.voc"):
+        register_voc("voc_named_other", str(root), "trainval")
+    assert MetadataCatalog.get("voc_named_other").thing_classes == ["cat", "dog"]
+    assert "named like PASCAL VOC, but its trainval annotations name 2 classes, not PASCAL's 20" in caplog.text
+    pascal = tmp_path / "VOC2007"
+    names = ["person", *[c for c in VOC_CLASSES if c != "person"]]  # all 20, in another order
+    _write_voc(pascal, "b", "<annotation>" + "".join(
+        f"<object><name>{c}</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>9</xmax><ymax>9</ymax></bndbox></object>"
+        for c in names) + "</annotation>")
+    register_voc("voc_named_pascal", str(pascal), "trainval")
+    assert MetadataCatalog.get("voc_named_pascal").thing_classes == list(VOC_CLASSES)  # PASCAL's order
 
 
 def test_voc_parser_accepts_real_world_files(tmp_path):

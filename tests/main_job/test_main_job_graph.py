@@ -129,8 +129,12 @@ def test_each_stage_records_the_code_that_ran_it_and_a_resume_at_other_code_adds
     changed = Stage("stage a", a.out, [*a.argv, "--more"], "detect", "m", "scratch", 1)
     with pytest.raises(StageConflict, match="other settings"):
         run_graph([changed], 1, 1, Estimator({}, 1), lambda m: None)
-    with pytest.raises(StageConflict, match="another thread count"):
+    with pytest.raises(StageConflict, match=r"is unfinished and ran with 1 thread\(s\): rerun with --threads 1 to "
+                                            "resume it, or delete that directory to restart it with 2"):
         run_graph([a], 1, 2, Estimator({}, 1), lambda m: None)
+    monkeypatch.setattr(graph, "stage_done", lambda s: True)  # finished: reused at any thread count, record kept
+    run_graph([a], 1, 2, Estimator({}, 1), lambda m: None)
+    assert read_stage_record(a.out).threads == 1
     assert code_version(tmp_path) == {"commit": None, "dirty": None}  # outside a checkout: unknown, never guessed
     assert describe_versions([code_version(tmp_path)]) == "unknown (not a git checkout)"
 
