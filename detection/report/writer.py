@@ -50,14 +50,15 @@ class _Estimate:
     mean: float | None
     interval: tuple[float, float] | None = None
     sd: float | None = None
+    of: str = ""  # " (2 of 3 runs)" when the metric is missing (or not finite) in some of the row's runs
 
     def __str__(self) -> str:
         return _fmt(self.mean) + self._spread()
 
     def _spread(self) -> str:
         if self.interval is not None:
-            return f" [{_fmt(self.interval[0])}, {_fmt(self.interval[1])}]"
-        return "" if self.sd is None else f" ± {_fmt(self.sd)}"
+            return f" [{_fmt(self.interval[0])}, {_fmt(self.interval[1])}]{self.of}"
+        return (f" ± {_fmt(self.sd)}" if self.sd is not None else "") + self.of
 
     def html(self) -> str:
         spread = self._spread().strip()
@@ -95,11 +96,17 @@ def _fmt(v, nd=1) -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
 
 
+def _of_runs(g: RunGroup, m) -> str:
+    """The runs a cell rests on, where fewer than the row's n (a run without the metric, or with NaN): the row said
+    n 3 over a mean of 2."""
+    return f" ({m.runs} of {g.n} runs)" if m.runs < g.n else ""
+
+
 def _fmt_stat(g: RunGroup, key: str) -> str:
     m = g.metrics.get(key)
     if m is None:
         return "—"
-    return _fmt(m.mean) if m.sd is None else f"{_fmt(m.mean)} ± {_fmt(m.sd)}"
+    return (_fmt(m.mean) if m.sd is None else f"{_fmt(m.mean)} ± {_fmt(m.sd)}") + _of_runs(g, m)
 
 
 def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
@@ -252,7 +259,7 @@ def _with_interval(g: RunGroup, key: str) -> _Estimate | str:
     m = g.metrics.get(key)
     if m is None:
         return "—"
-    return _Estimate(m.mean, None if m.interval is None else tuple(m.interval), m.sd)
+    return _Estimate(m.mean, None if m.interval is None else tuple(m.interval), m.sd, _of_runs(g, m))
 
 
 def _mean_of(values: list) -> float | None:

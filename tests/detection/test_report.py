@@ -437,3 +437,14 @@ def test_runs_evaluated_on_different_files_are_not_seeds_of_one_group(tmp_path):
         runs.append(load_run(run))
     assert [g.n for g in group_runs(runs)] == [1, 1, 1, 1]
     assert [len(g.runs) for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group
+
+
+def test_a_cell_built_from_fewer_runs_than_the_row_says_how_many(tmp_path):
+    """A run whose AP75 is missing: the row said 3 runs over a mean of 2."""
+    runs = [make_run(tmp_path, f"r101_s{s}", "resnet101", coco={**COCO_R101, "AP": ap}, seed=s)
+            for s, ap in ((0, 27.0), (1, 28.0))]
+    runs.append(make_run(tmp_path, "r101_s2", "resnet101", coco={k: v for k, v in COCO_R101.items() if k != "AP75"}
+                         | {"AP": 29.0}, seed=2))
+    _, rows = _table(write_report(runs, tmp_path / "report"))
+    assert rows["r101"]["seeds"] == 3 and rows["r101"]["AP"] == "28.0 ± 1.0"  # every run has AP
+    assert rows["r101"]["AP75"] == f"{COCO_R101['AP75']:.1f} ± 0.0 (2 of 3 runs)"
