@@ -89,6 +89,24 @@ def size_mismatch_error(record: dict, image: np.ndarray, datasets: tuple[str, ..
     return ImageReadError(message)
 
 
+_noted_square_exif = False  # said once a process: a dataset has thousands of such images
+
+
+def note_square_exif_rotation(file_name: str, image: np.ndarray) -> None:
+    """A square image whose EXIF orientation tag rotates or flips it when read (read_image applies the tag, as
+    Detectron2 does): its size cannot show whether its boxes were drawn on the upright or the stored pixels (a
+    non-square one fails the size check), so say so once."""
+    global _noted_square_exif
+    if _noted_square_exif or image.shape[0] != image.shape[1]:
+        return
+    tag = _exif_orientation(file_name)
+    if tag not in (None, 1):
+        _noted_square_exif = True
+        logger.warning(f"{file_name}: its EXIF orientation tag ({tag}) rotates or flips this square image when it is "
+                       "read (Detectron2 does the same): its boxes must be for the upright image, which its size "
+                       "cannot show. Said once; other images may carry the tag too")
+
+
 class DetectionMapper(DatasetMapper):
     """DatasetMapper for box detection with the project's image reader (in training, SeededSamples has seeded the
     RNGs for this sample before the mapper's augmentation draws from them). `datasets`: the datasets it maps
@@ -114,6 +132,7 @@ class DetectionMapper(DatasetMapper):
             utils.check_image_size(dataset_dict, image)
         except utils.SizeMismatchError:  # Detectron2's says neither which file recorded the size nor why
             raise size_mismatch_error(dataset_dict, image, self.datasets) from None
+        note_square_exif_rotation(dataset_dict["file_name"], image)
         aug_input = T.AugInput(image)
         transforms = self.augmentations(aug_input)
         image = aug_input.image

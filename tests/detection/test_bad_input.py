@@ -944,6 +944,25 @@ def test_a_recorded_size_the_image_does_not_have_names_both_sizes_and_the_annota
         DetectionMapper(cfg, True)(DatasetCatalog.get(name)[0])
 
 
+def test_a_square_image_rotated_by_its_exif_tag_is_said_once(tmp_path, caplog, monkeypatch):
+    """Its size cannot show whether its boxes are for the upright or the stored pixels: trained on silently."""
+    import detection.engine.data as data
+
+    monkeypatch.setattr(data, "_noted_square_exif", False)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    for name in ("a.jpg", "b.jpg"):
+        Image.new("RGB", (32, 32)).save(tmp_path / name, exif=exif)
+    Image.new("RGB", (32, 32)).save(tmp_path / "plain.jpg")
+    with caplog.at_level(logging.WARNING, logger="detection.engine.data"):
+        data.note_square_exif_rotation(str(tmp_path / "plain.jpg"), np.zeros((32, 32, 3)))
+        assert not caplog.records
+        for name in ("a.jpg", "b.jpg"):
+            data.note_square_exif_rotation(str(tmp_path / name), np.zeros((32, 32, 3)))
+    assert len(caplog.records) == 1  # once
+    assert "a.jpg: its EXIF orientation tag (6) rotates or flips this square image when it is read" in caplog.text
+
+
 def test_the_chance_level_is_scored_against_the_ground_truth_training_and_evaluation_see(tmp_path, monkeypatch):
     """chance_ap read the raw json with pycocotools: a box the loader drops (negative width) was ground truth to
     the chance level but not to the detectors' evaluation."""
