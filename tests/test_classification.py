@@ -1,6 +1,7 @@
 """Classification pipeline: augmentation, 10-crop, datasets, end-to-end training, exact resume, hand-off to
 detection, DDP on CPU, the analysis tools."""
 
+import json
 import pickle
 import shutil
 from dataclasses import replace
@@ -23,7 +24,7 @@ from classification.data.transforms import (
 )
 from classification.engine.trainer import ClsConfig, train
 from classification.evaluate import multiscale_logits, ten_crop_logits
-from conftest import run_tool
+from conftest import REPO, run_tool
 
 MEAN, STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
 
@@ -270,6 +271,56 @@ def test_ddp_gloo_two_processes(tmp_path):
 
 
 @pytest.mark.slow
+def test_one_global_batch_trains_the_same_net_in_any_process_layout(tmp_path):
+    """1 process x 16, 2 processes x 8 and 2 machines x 1 process x 8 (two launches joined by --dist-url) on the
+    default cached path, with GN (no statistic depends on the per-process batch): the same weights to float
+    tolerance. Each rank drew other crops and flips when a batch's draws were seeded by its first stream position
+    (2.4e-2 relative after ten iterations)."""
+    import socket
+    import subprocess
+    import sys
+
+    from backbones.convert import load_model
+
+    common = ["tools/train_cls.py", "--model", "cifar_resnet20", "--model-option", "norm=GN", "--dataset", "embedded",
+              "--train-samples", "64", "--val-samples", "16", "--iterations", "3", "--eval-period", "3",
+              "--checkpoint-period", "3", "--workers", "0", "--deterministic", "--lr", "0.05"]
+    one = run_tool(*common, "--batch-size", "16", "--output-dir", tmp_path / "one", timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = run_tool(*common, "--batch-size", "8", "--num-gpus", "2", "--output-dir", tmp_path / "two", timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    machines = [subprocess.Popen([sys.executable, *map(str, common), "--batch-size", "8", "--num-machines", "2",
+                                  "--machine-rank", str(rank), "--dist-url", f"tcp://127.0.0.1:{port}",
+                                  "--output-dir", tmp_path / "machines"], cwd=REPO, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    for proc in machines:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+    ref = load_model(tmp_path / "one" / "model_final.pth")[2].state_dict()
+    for layout in ("two", "machines"):
+        other = load_model(tmp_path / layout / "model_final.pth")[2].state_dict()
+        for k, v in ref.items():
+            if v.is_floating_point():
+                assert torch.allclose(other[k], v, rtol=1e-5, atol=1e-6), (layout, k, (other[k] - v).abs().max())
+    record = json.loads((tmp_path / "one" / "config.json").read_text())
+    assert record["augmentation_stream"] == "per sample: (seed, stream position)"
+
+
+def test_a_cached_batch_draws_each_samples_augmentation_from_its_own_stream_position():
+    from classification.data.sampling import position_uniforms
+
+    every = position_uniforms(7, np.arange(16), 3)
+    assert every.shape == (16, 3) and 0 <= every.min() and every.max() < 1
+    assert np.array_equal(position_uniforms(7, np.array([9, 2]), 3), every[[9, 2]])  # any batch, any order
+    assert not np.array_equal(position_uniforms(8, np.arange(16), 3), every)  # another seed, other draws
+    big = position_uniforms(0, np.arange(100_000), 1)
+    assert abs(big.mean() - 0.5) < 0.01 and abs((big < 0.1).mean() - 0.1) < 0.01
+
+
+@pytest.mark.slow
 def test_layer_response_and_degradation_tools(tmp_path):
     from classification.analysis.layer_response import layer_response_std
 
@@ -400,3 +451,20 @@ def test_ctrl_c_checkpoints_at_a_step_boundary_and_resume_finishes(tmp_path):
                              cwd=REPO, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((out / "metrics.json").read_text())["images_seen"] == (at + 2) * 8
+
+
+def test_a_resume_of_a_run_recorded_with_the_earlier_batch_draws_is_refused_naming_it():
+    from dataclasses import asdict
+
+    from classification.engine.errors import UsageError
+    from classification.engine.run_directory import refuse_changed_settings
+    from classification.engine.trainer import recorded_settings
+
+    cfg = ClsConfig(dataset="embedded")
+    before = json.loads(json.dumps(asdict(cfg)))  # what config.json held until 2026-12-05
+    with pytest.raises(UsageError, match=r"augmentation_stream: '\(unset\)' -> 'per sample: \(seed, stream "
+                                         r"position\)'"):
+        refuse_changed_settings(before, recorded_settings(cfg), allowed=(), source="config.json")
+    other = ClsConfig(dataset="cifar10")  # no cached batches: nothing recorded, an old run resumes
+    refuse_changed_settings(json.loads(json.dumps(asdict(other))), recorded_settings(other), allowed=(),
+                            source="config.json")

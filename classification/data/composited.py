@@ -90,14 +90,19 @@ def normalize_batch(images: torch.Tensor, mean, std) -> torch.Tensor:
     return (x - m) / s
 
 
-def augment_batch(images: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
+def augment_batch(images: torch.Tensor, padding: int, draws) -> torch.Tensor:
     """Zero-padded random crop back to the input size, then a horizontal flip with p = 0.5, per image, on uint8
-    (N, H, W, C) -- torchvision's RandomCrop(H, padding) + RandomHorizontalFlip, vectorised over the batch."""
+    (N, H, W, C) -- torchvision's RandomCrop(H, padding) + RandomHorizontalFlip, vectorised over the batch. `draws`:
+    (N, 3) uniforms in [0, 1) per image (crop row, crop column, flip), e.g. sampling.position_uniforms."""
     n, h, w, _ = images.shape
+    u = torch.as_tensor(draws, dtype=torch.float64)
+    if u.shape != (n, 3):
+        raise ValueError(f"augment_batch: draws of shape {tuple(u.shape)} for {n} images; (N, 3) uniforms")
+    span = 2 * padding + 1
     padded = torch.nn.functional.pad(images, (0, 0, padding, padding, padding, padding))  # pad W and H with zeros
-    oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
-    ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
-    flip = torch.rand(n, generator=generator) < 0.5
+    oy = (u[:, 0] * span).long().clamp_(max=span - 1)
+    ox = (u[:, 1] * span).long().clamp_(max=span - 1)
+    flip = u[:, 2] < 0.5
     ar_h, ar_w = torch.arange(h), torch.arange(w)
     rows = oy[:, None] + ar_h  # (N, H)
     cols = ox[:, None] + torch.where(flip[:, None], w - 1 - ar_w, ar_w)  # (N, W), reversed where flipped
@@ -133,7 +138,8 @@ class CompositedSet(Dataset):
     def __getitem__(self, i: int):
         return normalize_batch(self.images[i:i + 1], self.mean, self.std)[0], int(self.labels[i])
 
-    def batch(self, indices: torch.Tensor, padding: int, generator: torch.Generator):
-        """(normalised augmented images (N, 3, H, W), labels) for dataset `indices`."""
-        return normalize_batch(augment_batch(self.images[indices], padding, generator), self.mean,
+    def batch(self, indices: torch.Tensor, padding: int, draws):
+        """(normalised augmented images (N, 3, H, W), labels) for dataset `indices`, each augmented by its row of
+        `draws` (augment_batch)."""
+        return normalize_batch(augment_batch(self.images[indices], padding, draws), self.mean,
                                self.std), self.labels[indices]

@@ -17,7 +17,27 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-__all__ = ["ResumableSampler", "SeededSamples", "decode_key"]
+__all__ = ["ResumableSampler", "SeededSamples", "decode_key", "position_uniforms"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on a uint64 array (wrapping arithmetic): a bijection that scatters counters."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def position_uniforms(seed: int, positions, count: int) -> np.ndarray:
+    """(N, count) uniforms in [0, 1), entry (i, j) a function of (seed, positions[i], j) alone: a counter-based
+    generator, so a sample draws the same in any batch, process layout or resume -- what SeededSamples gives one
+    sample at a time, for a whole batch in one vectorised call (the cached path's crops and flips)."""
+    pos = np.asarray(positions, dtype=np.uint64).reshape(-1, 1)
+    counters = pos * np.uint64(count) + np.arange(count, dtype=np.uint64)
+    key = _splitmix64(np.array([seed], dtype=np.uint64))
+    return (_splitmix64(counters ^ key) >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def decode_key(key: int, size: int) -> tuple[int, int]:

@@ -25,8 +25,8 @@ from backbones.bounded_read import MiB, UnreadableFile
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
-           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
-           "finite_number"]
+           "AUGMENTATION_STREAM", "uses_cached_batches", "checkpoint_name", "read_json", "RunFileError",
+           "ClassificationRun", "read_classification_run", "finite_number"]
 
 METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
 FINAL_CHECKPOINT = "model_final.pth"
@@ -47,6 +47,16 @@ COCO_EVAL = "coco_eval_bbox.json"  # COCO AP's precision curves
 VOC_EVAL = "voc_eval_bbox.json"  # VOC AP's per-class curves
 CHECKPOINT_GLOB = "model_[0-9]*.pth"  # the periodic checkpoints (checkpoint_name), zero-padded: sorted by age
 RUN_MARKERS = (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS)  # any of them: the directory holds a run
+# How the cached embedded path (trainer.cached_batches) draws a batch's crops and flips, as config.json records it
+# under "augmentation_stream": runs recorded without it drew per batch, from (seed, the batch's first stream
+# position), so each process of a multi-process run drew other crops than one process given the same global batch.
+AUGMENTATION_STREAM = "per sample: (seed, stream position)"
+
+
+def uses_cached_batches(config: dict) -> bool:
+    """Whether a classification run's settings train from the cached composites (the path AUGMENTATION_STREAM
+    describes)."""
+    return config.get("dataset") == "embedded" and config.get("embedded_cache") is True
 
 
 def checkpoint_name(iteration: int) -> str:
@@ -85,6 +95,11 @@ class ClassificationRun:
     seconds: float | None = None
     images_seen: int | None = None
     val_images: int | None = None
+
+    @property
+    def earlier_augmentation(self) -> bool:
+        """Trained on the cached path before its crops and flips were drawn per sample (AUGMENTATION_STREAM)."""
+        return uses_cached_batches(self.config) and self.config.get("augmentation_stream") != AUGMENTATION_STREAM
 
     @property
     def finished(self) -> bool:

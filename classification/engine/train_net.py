@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -18,7 +17,7 @@ from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
 from .run_files import CONFIG_JSON, RunFileError, read_json
 from .slurm import add_cluster_arguments, submit
-from .trainer import train
+from .trainer import recorded_settings, train
 
 __all__ = ["build_parser", "config_from_args", "main", "launch", "run"]
 
@@ -41,7 +40,7 @@ def main(args: argparse.Namespace) -> dict:
     claim_run_directory(out, resume=args.resume, flag="--output-dir",
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
                         recorded=_recorded_config(recorded) if args.resume and recorded.is_file() else None,
-                        now=json.loads(json.dumps(asdict(cfg))), source=str(recorded),
+                        now=recorded_settings(cfg), source=str(recorded),
                         may_change=("iterations", "eval_period", "checkpoint_period", "keep_checkpoints", "output_dir",
                                     "workers"))
     if args.resume:

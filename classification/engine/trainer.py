@@ -39,16 +39,24 @@ from ..data.datasets import (
     dataset_labels,
     stratified_subset,
 )
-from ..data.sampling import ResumableSampler, SeededSamples
+from ..data.sampling import ResumableSampler, SeededSamples, position_uniforms
 from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
 from .config import ClsConfig
 from .interrupt import StepBoundaryInterrupt
 from .progress import ProgressFile
 from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
-from .run_files import CONFIG_JSON, FINAL_CHECKPOINT, LAST_CHECKPOINT, METRICS, checkpoint_name
+from .run_files import (
+    AUGMENTATION_STREAM,
+    CONFIG_JSON,
+    FINAL_CHECKPOINT,
+    LAST_CHECKPOINT,
+    METRICS,
+    checkpoint_name,
+    uses_cached_batches,
+)
 
-__all__ = ["ClsConfig", "train", "build_datasets", "LAST_CHECKPOINT"]
+__all__ = ["ClsConfig", "train", "build_datasets", "recorded_settings", "LAST_CHECKPOINT"]
 
 logger = logging.getLogger("classification")
 
@@ -160,16 +168,25 @@ def _embedded_datasets(cfg: ClsConfig, mean, std):
     return _first(cfg, train, val) + ((mean, std),)
 
 
+def recorded_settings(cfg: ClsConfig) -> dict:
+    """What config.json records of a run: its settings, and how the cached path draws augmentation where it is used
+    (a run on another path has no such key, so its resume is unaffected)."""
+    settings = json.loads(json.dumps(asdict(cfg)))
+    if uses_cached_batches(settings):
+        settings["augmentation_stream"] = AUGMENTATION_STREAM
+    return settings
+
+
 def cached_batches(train_set: CompositedSet, sampler: ResumableSampler, batch_size: int, seed: int, padding: int):
-    """Endless (images, labels, skipped) batches from the sampler's key stream; batch k's augmentation is seeded by
-    (seed, its first stream position), so a run resumed at any iteration draws what the uninterrupted one drew."""
+    """Endless (images, labels, skipped) batches from the sampler's key stream; each sample's augmentation is drawn
+    from (seed, its stream position) alone, so a run resumed at any iteration draws what the uninterrupted one drew
+    and 1 process x 16, 2 x 8 or 2 machines x 8 draw the same crops and flips for the same global batch."""
     keys = iter(sampler)
     n = len(train_set)
     while True:
         batch = torch.tensor(list(itertools.islice(keys, batch_size)), dtype=torch.long)
         positions, indices = batch // n, batch % n
-        g = torch.Generator().manual_seed((seed * 1_000_003 + int(positions[0])) % (2**63))
-        images, labels = train_set.batch(indices, padding, g)
+        images, labels = train_set.batch(indices, padding, position_uniforms(seed, positions.numpy(), 3))
         yield images, labels, []
 
 
@@ -370,7 +387,7 @@ def train(cfg: ClsConfig) -> dict:
     run = build(cfg)
     if _is_main():
         run.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run.out / CONFIG_JSON, json.dumps(asdict(cfg), indent=2))
+        atomic_write_text(run.out / CONFIG_JSON, json.dumps(recorded_settings(cfg), indent=2))
     resume(run)
     rank = dist.get_rank() if dist.is_initialized() else 0
     sampler = ResumableSampler(len(run.train_set), seed=cfg.seed, rank=rank, world_size=run.world)

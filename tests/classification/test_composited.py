@@ -10,6 +10,7 @@ from torchvision.transforms.v2 import functional as F
 
 from classification.data.composited import CompositedSet, augment_batch, load_composited, render_composited
 from classification.data.datasets import EmbeddedObjects
+from classification.data.sampling import position_uniforms
 from classification.engine.config import ClsConfig
 
 
@@ -35,10 +36,10 @@ def test_cached_composites_equal_the_on_the_fly_ones_and_are_reused(tmp_path):
 
 def test_batch_augmentation_is_torchvisions_crop_and_flip():
     images = torch.randint(0, 256, (16, 32, 32, 3), dtype=torch.uint8)
-    out = augment_batch(images, 4, torch.Generator().manual_seed(5))
-    g = torch.Generator().manual_seed(5)  # the same draws, in augment_batch's order
-    oy, ox = torch.randint(0, 9, (16,), generator=g), torch.randint(0, 9, (16,), generator=g)
-    flip = torch.rand(16, generator=g) < 0.5
+    draws = position_uniforms(5, np.arange(16), 3)
+    out = augment_batch(images, 4, draws)
+    oy, ox = (draws[:, 0] * 9).astype(int), (draws[:, 1] * 9).astype(int)  # crop offsets 0..8, flip p = 0.5
+    flip = draws[:, 2] < 0.5
     assert 0 < int(flip.sum()) < 16 and len(set(oy.tolist())) > 1
     for i in range(16):
         ref = F.crop(F.pad(images[i].permute(2, 0, 1), [4]), int(oy[i]), int(ox[i]), 32, 32)

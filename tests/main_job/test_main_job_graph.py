@@ -163,3 +163,22 @@ def test_a_stage_whose_dependency_was_retrained_or_deleted_is_not_reused(tmp_pat
     (a.out / "model_final.pth").unlink()
     with pytest.raises(StageConflict, match="which is gone"):
         graph._check_stage(b, 1)
+
+
+def test_a_pretraining_stage_trained_with_the_earlier_batch_draws_is_not_reused(tmp_path):
+    """Runs on the cached path before 2026-12-05 drew a batch's crops and flips from its first stream position (one
+    process drew other crops than two): such a stage is not reused as equal to what this code trains."""
+    from classification.engine.run_files import AUGMENTATION_STREAM, CONFIG_JSON
+
+    stage = Stage("pretrain m", tmp_path / "pretrain" / "m_p0", ["train_cls.py"], "pretrain", "m", "", 1)
+    stage.out.mkdir(parents=True)
+    (stage.out / STAGE_RECORD).write_text(json.dumps({"argv": stage.argv, "threads": 1}))
+    settings = {"dataset": "embedded", "embedded_cache": True, "seed": 0}
+    (stage.out / CONFIG_JSON).write_text(json.dumps(settings))
+    with pytest.raises(StageConflict, match=r"m_p0 was trained before the cached batches drew each sample's crops "
+                                            r"and flips from its own stream position .* Delete that directory"):
+        graph._check_stage(stage, 1)
+    (stage.out / CONFIG_JSON).write_text(json.dumps({**settings, "augmentation_stream": AUGMENTATION_STREAM}))
+    assert graph._check_stage(stage, 1) is False  # this code's record: resumed (unfinished here), not refused
+    (stage.out / CONFIG_JSON).write_text(json.dumps({**settings, "embedded_cache": False}))
+    assert graph._check_stage(stage, 1) is False  # the uncached path always drew per sample
