@@ -57,9 +57,10 @@ def add_backbones_config(cfg: CN) -> CN:
     return cfg
 
 
-def check_run_config(cfg: CN) -> None:
+def check_run_config(cfg: CN, *, training: bool = True) -> None:
     """Values a training or evaluation run cannot use, refused before anything starts, naming the key (they used
-    to fail later with a bare KeyError or assertion, or train something else: "diverged at iteration 0")."""
+    to fail later with a bare KeyError or assertion, or train something else: "diverged at iteration 0").
+    training=False (--eval-only): the keys only training reads are not checked."""
     import math
 
     def finite(v) -> bool:
@@ -92,8 +93,8 @@ def check_run_config(cfg: CN) -> None:
                 problems.append(f"DATASETS.{key} {name!r}: {why}")
     if not str(cfg.OUTPUT_DIR).strip():
         problems.append('OUTPUT_DIR "": a run needs a directory for its outputs')
-    if cfg.DATALOADER.SAMPLER_TRAIN != "TrainingSampler":  # ours is its resumable equivalent; config.yaml recorded
-        # a RepeatFactorTrainingSampler that never ran
+    # ours is TrainingSampler's resumable equivalent; config.yaml recorded a RepeatFactorTrainingSampler never run
+    if training and cfg.DATALOADER.SAMPLER_TRAIN != "TrainingSampler":
         problems.append(f"DATALOADER.SAMPLER_TRAIN {cfg.DATALOADER.SAMPLER_TRAIN!r}: only TrainingSampler (a shuffled "
                         "stream; detection/engine/data.py's resumable sampler) is implemented")
     from .evaluation.coco import COCO_BACKENDS

@@ -26,6 +26,11 @@ class ConfigFileError(ValueError):
     """A config file that cannot be used as it is; the message names the file (and the line where known)."""
 
 
+class _PlainDataError(yaml.constructor.ConstructorError):
+    """Plain YAML that is still unusable (a key given twice, a merge of something not a mapping), as opposed to a
+    tag that would construct Python objects."""
+
+
 class _Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
@@ -34,12 +39,15 @@ class _Loader(yaml.SafeLoader):
                 continue
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
+                raise _PlainDataError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key] + 1}; YAML would keep only the "
                     "last one)", key_node.start_mark)
             seen[key] = key_node.start_mark.line
         if isinstance(node, yaml.MappingNode):
-            self.flatten_mapping(node)  # merge keys in, the node's own keys after them (they win)
+            try:
+                self.flatten_mapping(node)  # merge keys in, the node's own keys after them (they win)
+            except yaml.constructor.ConstructorError as err:  # `<<: 5`
+                raise _PlainDataError(None, None, f"a merge key (<<) {err.problem}", err.problem_mark) from None
         return super().construct_mapping(node, deep=deep)
 
 
@@ -73,10 +81,11 @@ def load_yaml(path: str | os.PathLike):
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.load(f, Loader=_Loader)  # noqa: S506  (_Loader is a SafeLoader)
+    except _PlainDataError as err:
+        mark = f", line {err.problem_mark.line + 1}" if err.problem_mark else ""
+        raise ConfigFileError(f"{path}{mark}: {err.problem}") from None
     except yaml.constructor.ConstructorError as err:
         mark = f", line {err.problem_mark.line + 1}" if err.problem_mark else ""
-        if "duplicate key" in str(err.problem):
-            raise ConfigFileError(f"{path}{mark}: {err.problem}") from None
         raise ConfigFileError(f"{path}{mark}: refused: the file uses a YAML tag that would construct Python objects "
                               f"or run code ({err.problem}). Configs are plain data; remove the tag.") from None
     except yaml.YAMLError as err:

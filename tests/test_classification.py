@@ -2,6 +2,7 @@
 detection, DDP on CPU, the analysis tools."""
 
 import json
+import os
 import pickle
 import shutil
 from dataclasses import replace
@@ -257,6 +258,7 @@ def test_classification_checkpoint_feeds_the_detector(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two CPU processes need two cores (--num-gpus 2)")
 def test_ddp_gloo_two_processes(tmp_path):
     out = tmp_path / "ddp"
     proc = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--dataset", "embedded", "--train-samples",
@@ -271,11 +273,12 @@ def test_ddp_gloo_two_processes(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two CPU processes need two cores (--num-gpus 2)")
 def test_one_global_batch_trains_the_same_net_in_any_process_layout(tmp_path):
     """1 process x 16, 2 processes x 8 and 2 machines x 1 process x 8 (two launches joined by --dist-url) on the
     default cached path, with GN (no statistic depends on the per-process batch): the same weights to float
     tolerance. Each rank drew other crops and flips when a batch's draws were seeded by its first stream position
-    (2.4e-2 relative after ten iterations)."""
+    (the first conv differed by 2.9e-3 after these 3 iterations)."""
     import socket
     import subprocess
     import sys
@@ -316,6 +319,7 @@ def test_a_cached_batch_draws_each_samples_augmentation_from_its_own_stream_posi
     assert every.shape == (16, 3) and 0 <= every.min() and every.max() < 1
     assert np.array_equal(position_uniforms(7, np.array([9, 2]), 3), every[[9, 2]])  # any batch, any order
     assert not np.array_equal(position_uniforms(8, np.arange(16), 3), every)  # another seed, other draws
+    assert np.array_equal(position_uniforms(7, np.arange(16), 4)[:, :3], every)  # draw j whatever the count
     big = position_uniforms(0, np.arange(100_000), 1)
     assert abs(big.mean() - 0.5) < 0.01 and abs((big < 0.1).mean() - 0.1) < 0.01
 

@@ -96,10 +96,11 @@ def augment_batch(images: torch.Tensor, padding: int, draws) -> torch.Tensor:
     (N, 3) uniforms in [0, 1) per image (crop row, crop column, flip), e.g. sampling.position_uniforms."""
     n, h, w, _ = images.shape
     u = torch.as_tensor(draws, dtype=torch.float64)
-    if u.shape != (n, 3):
-        raise ValueError(f"augment_batch: draws of shape {tuple(u.shape)} for {n} images; (N, 3) uniforms")
+    if u.shape != (n, 3) or not bool(((u >= 0) & (u < 1)).all()):
+        raise ValueError(f"augment_batch: draws of shape {tuple(u.shape)} for {n} images; (N, 3) uniforms in [0, 1)")
     span = 2 * padding + 1
     padded = torch.nn.functional.pad(images, (0, 0, padding, padding, padding, padding))  # pad W and H with zeros
+    # 0 .. 2 * padding, each with probability 1 / span (the clamp: u * span may round up to span)
     oy = (u[:, 0] * span).long().clamp_(max=span - 1)
     ox = (u[:, 1] * span).long().clamp_(max=span - 1)
     flip = u[:, 2] < 0.5

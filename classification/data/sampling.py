@@ -35,9 +35,10 @@ def position_uniforms(seed: int, positions, count: int) -> np.ndarray:
     generator, so a sample draws the same in any batch, process layout or resume -- what SeededSamples gives one
     sample at a time, for a whole batch in one vectorised call (the cached path's crops and flips)."""
     pos = np.asarray(positions, dtype=np.uint64).reshape(-1, 1)
-    counters = pos * np.uint64(count) + np.arange(count, dtype=np.uint64)
     key = _splitmix64(np.array([seed], dtype=np.uint64))
-    return (_splitmix64(counters ^ key) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    # the position and the draw's index mixed in turn: draw j of a sample does not depend on how many are drawn
+    bits = _splitmix64(_splitmix64(pos ^ key) + np.arange(count, dtype=np.uint64))
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def decode_key(key: int, size: int) -> tuple[int, int]:

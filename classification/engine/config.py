@@ -17,7 +17,10 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from backbones.registry import parse_model_option
 
-__all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "add_config_arguments", "config_from_args", "model_option_argument"]
+__all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "SEED_LIMIT", "add_config_arguments", "config_from_args",
+           "model_option_argument"]
+
+SEED_LIMIT = 2**32  # numpy seeds are 32-bit: every seed a run takes (train_cls's, the main job's) is below it
 
 DATASETS = ("embedded", "fashion-mnist", "cifar10", "imagefolder")
 TEST_MODES = ("center", "ten-crop", "multi-scale")
@@ -99,7 +102,7 @@ class ClsConfig:
             raise ValueError(f"keep_checkpoints must be an integer >= 0, got {self.keep_checkpoints!r}")
         for name in ("seed", "data_seed"):  # numpy's seeds are 32-bit: a bare "Seed must be between 0 and 2**32 - 1"
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
                 raise ValueError(f"{name} must be an integer in [0, 2**32), got {value!r}")
         for name in ("train_samples", "val_samples", "holdout"):
             value = getattr(self, name)

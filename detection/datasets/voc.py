@@ -203,15 +203,24 @@ def register_voc_test_images(name: str, dirname: str, split: str, year: int,
 
 def register_voc(name: str, dirname: str, split: str, year: int = 2007,
                  class_names: Sequence[str] | None = None) -> None:
-    """Register a VOC-layout directory. class_names=None: the classes the split's annotations name, in PASCAL VOC's
-    order when they are PASCAL's 20. A folder named VOC* whose annotations name other classes is said to be so: it
-    was given PASCAL's 20, and a detector perfect on its 2 classes scored AP50 10.0 (18 classes at 0)."""
+    """Register a VOC-layout directory. class_names=None: a folder named VOC* holds PASCAL VOC's 20 classes when its
+    split's annotations name no other (a split naming fewer is said to: the others score 0 in the mean), else the
+    classes its annotations name, said so (it was given PASCAL's 20 and stopped on the first other class); any other
+    folder: the classes its split's annotations name."""
     if class_names is None:
         found = discover_voc_classes(dirname, split)
-        class_names = VOC_CLASSES if set(found) == set(VOC_CLASSES) else found
-        if os.path.basename(os.path.normpath(dirname)).startswith("VOC") and class_names is found:
-            logger.warning(f"{name}: {dirname} is named like PASCAL VOC, but its {split} annotations name "
-                           f"{len(found)} classes, not PASCAL's 20: {found} (set them with --voc-classes)")
+        named_voc = os.path.basename(os.path.normpath(dirname)).startswith("VOC")
+        if named_voc and set(found) <= set(VOC_CLASSES):
+            class_names = VOC_CLASSES
+            if len(found) < len(VOC_CLASSES):
+                logger.warning(f"{name}: {dirname} [{split}] names {len(found)} of PASCAL VOC's 20 classes; the other "
+                               f"{len(VOC_CLASSES) - len(found)} count as AP 0 in the mean (--voc-classes sets the "
+                               "classes)")
+        else:
+            class_names = found
+            if named_voc:
+                logger.warning(f"{name}: {dirname} is named like PASCAL VOC, but its {split} annotations name other "
+                               f"classes: {found} (--voc-classes sets them)")
     class_names = check_class_names(class_names, f"VOC {dirname} [{split}]")
     if name in DatasetCatalog.list():
         DatasetCatalog.remove(name)

@@ -89,22 +89,25 @@ def size_mismatch_error(record: dict, image: np.ndarray, datasets: tuple[str, ..
     return ImageReadError(message)
 
 
-_noted_square_exif = False  # said once a process: a dataset has thousands of such images
+_noted_exif = False  # said once a process: a dataset has thousands of such images
+_exif_checked: set[str] = set()  # files whose tag was read: each header is opened once a process, not every epoch
 
 
-def note_square_exif_rotation(file_name: str, image: np.ndarray) -> None:
-    """A square image whose EXIF orientation tag rotates or flips it when read (read_image applies the tag, as
-    Detectron2 does): its size cannot show whether its boxes were drawn on the upright or the stored pixels (a
-    non-square one fails the size check), so say so once."""
-    global _noted_square_exif
-    if _noted_square_exif or image.shape[0] != image.shape[1]:
+def note_exif_orientation(file_name: str, image: np.ndarray) -> None:
+    """An image whose EXIF orientation tag flips or rotates it when read (read_image applies the tag, as Detectron2
+    does) while its size cannot show it: a mirror or a half turn (tags 2-4) at any shape, a quarter turn (5-8) of
+    a square image (of any other shape it fails the size check). Its boxes must be for the upright image; said
+    once."""
+    global _noted_exif
+    if _noted_exif or file_name in _exif_checked:
         return
+    _exif_checked.add(file_name)
     tag = _exif_orientation(file_name)
-    if tag not in (None, 1):
-        _noted_square_exif = True
-        logger.warning(f"{file_name}: its EXIF orientation tag ({tag}) rotates or flips this square image when it is "
-                       "read (Detectron2 does the same): its boxes must be for the upright image, which its size "
-                       "cannot show. Said once; other images may carry the tag too")
+    if tag in (2, 3, 4) or (tag in (5, 6, 7, 8) and image.shape[0] == image.shape[1]):
+        _noted_exif = True
+        logger.warning(f"{file_name}: its EXIF orientation tag ({tag}) flips or rotates the image when it is read "
+                       "(Detectron2 does the same) and its size does not show it: its boxes must be for the upright "
+                       "image. Said once; other images may carry the tag too")
 
 
 class DetectionMapper(DatasetMapper):
@@ -132,7 +135,7 @@ class DetectionMapper(DatasetMapper):
             utils.check_image_size(dataset_dict, image)
         except utils.SizeMismatchError:  # Detectron2's says neither which file recorded the size nor why
             raise size_mismatch_error(dataset_dict, image, self.datasets) from None
-        note_square_exif_rotation(dataset_dict["file_name"], image)
+        note_exif_orientation(dataset_dict["file_name"], image)
         aug_input = T.AugInput(image)
         transforms = self.augmentations(aug_input)
         image = aug_input.image

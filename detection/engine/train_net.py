@@ -142,7 +142,7 @@ def setup(args: argparse.Namespace):
     conventions = apply_weights_conventions(cfg, log=False)  # logged below, once log.txt is the run's
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
     cfg.freeze()
-    check_run_config(cfg)
+    check_run_config(cfg, training=not args.eval_only)
     if args.eval_only and not cfg.MODEL.WEIGHTS and not (
             args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         raise SystemExit("error: --eval-only needs trained weights: MODEL.WEIGHTS path/to/model_final.pth (or "

@@ -148,7 +148,8 @@ def _check_stage(stage: Stage, threads: int) -> bool:
                             "these (--fresh deletes every stage of the job), or choose another --output-dir")
     if stage.kind in ("pretrain", "degradation") and read_classification_run(stage.out).earlier_augmentation:
         raise StageConflict(f"{stage.out} was trained before the cached batches drew each sample's crops and flips "
-                            "from its own stream position (2026-12-05; config.json has no augmentation_stream): its "
+                            "from its own stream position (2026-12-05; its config.json records no or another "
+                            "augmentation_stream): its "
                             "numbers are not what this code gives. Delete that directory to retrain it (--fresh "
                             "deletes every stage of the job)")
     now = input_identity(stage.deps)

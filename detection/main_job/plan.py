@@ -21,6 +21,7 @@ from pathlib import Path
 
 from backbones import list_models, model_info
 from classification.analysis.degradation import RECIPE
+from classification.engine.config import SEED_LIMIT
 from classification.engine.run_files import FINAL_CHECKPOINT
 
 from .arms import ARMS, arm_comparisons, unfair_keys
@@ -32,7 +33,6 @@ __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_file
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
                   "C4": ("COCO-Detection", "faster_rcnn_R_101_C4.yaml")}
-SEED_LIMIT = 2**32  # numpy's seeds are 32-bit (train_cls seeds numpy with its --seed; Detectron2 with SEED + rank)
 MAIN_JOB_FAMILIES = ("vgg", "resnet", "plain")  # the ImageNet-style nets; CIFAR nets have no detection design here
 
 

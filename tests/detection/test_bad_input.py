@@ -69,8 +69,8 @@ def test_base_cycle_and_malformed_configs_name_the_file(tmp_path):
 
 
 def test_a_long_base_chain_is_refused_as_a_chain(tmp_path):
-    """1200 files each the _BASE_ of the one before: "nested too deeply to parse (more than 64 levels)", naming a
-    file in the middle (fvcore's recursion), not the chain."""
+    """A long chain of files each the _BASE_ of the one before (1200 were reported as "nested too deeply to parse
+    (more than 64 levels)", naming a file in the middle: fvcore's recursion), here 41: refused as a chain."""
     for i in range(40):
         (tmp_path / f"c{i}.yaml").write_text(f"_BASE_: c{i + 1}.yaml\n")
     (tmp_path / "c40.yaml").write_text("SOLVER:\n  MAX_ITER: 3\n")
@@ -90,6 +90,9 @@ def test_a_yaml_merge_key_is_plain_yaml_and_its_values_may_be_overridden(tmp_pat
     (tmp_path / "n.yaml").write_text("base: &b\n  MAX_ITER: 9\nSOLVER:\n  <<: *b\n  BASE_LR: 0.5\n  BASE_LR: 0.6\n")
     with pytest.raises(ConfigFileError, match=r"n.yaml, line 6: duplicate key 'BASE_LR' \(first on line 5"):
         load_yaml(tmp_path / "n.yaml")  # the node's own keys are still checked
+    (tmp_path / "o.yaml").write_text("SOLVER:\n  <<: 5\n")
+    with pytest.raises(ConfigFileError, match=r"o.yaml, line 2: a merge key \(<<\) expected a mapping"):
+        load_yaml(tmp_path / "o.yaml")  # plain YAML, not "a tag that would construct Python objects"
 
 
 # ---- 2. --dataset-voc swallowed the overrides -------------------------------------------------------------------
@@ -809,6 +812,17 @@ def test_unusable_config_values_are_refused_naming_the_key(opts, match):
         check_run_config(cfg)
 
 
+def test_an_unimplemented_train_sampler_is_no_obstacle_to_evaluation():
+    """--eval-only of a run whose config.yaml recorded another sampler: no training, nothing to refuse."""
+    from detection.config import check_run_config
+
+    cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                            ["DATALOADER.SAMPLER_TRAIN", "RepeatFactorTrainingSampler"], read_weights=False)
+    check_run_config(cfg, training=False)
+    with pytest.raises(ValueError, match="DATALOADER.SAMPLER_TRAIN"):
+        check_run_config(cfg)
+
+
 def test_a_home_relative_output_dir_is_expanded_not_made_in_the_working_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml", ["OUTPUT_DIR", "~/runs/r34"],
@@ -944,23 +958,35 @@ def test_a_recorded_size_the_image_does_not_have_names_both_sizes_and_the_annota
         DetectionMapper(cfg, True)(DatasetCatalog.get(name)[0])
 
 
-def test_a_square_image_rotated_by_its_exif_tag_is_said_once(tmp_path, caplog, monkeypatch):
-    """Its size cannot show whether its boxes are for the upright or the stored pixels: trained on silently."""
+def test_an_image_flipped_by_its_exif_tag_where_its_size_cannot_show_it_is_said_once(tmp_path, caplog,
+                                                                                       monkeypatch):
+    """A half turn or mirror (tags 2-4, any shape) or a quarter turn of a square image: its size cannot show whether
+    its boxes are for the upright or the stored pixels; it trained silently."""
     import detection.engine.data as data
 
-    monkeypatch.setattr(data, "_noted_square_exif", False)
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    for name in ("a.jpg", "b.jpg"):
-        Image.new("RGB", (32, 32)).save(tmp_path / name, exif=exif)
-    Image.new("RGB", (32, 32)).save(tmp_path / "plain.jpg")
+    monkeypatch.setattr(data, "_noted_exif", False)
+    monkeypatch.setattr(data, "_exif_checked", set())
+
+    def tagged(name, size, tag):
+        exif = Image.Exif()
+        exif[0x0112] = tag
+        Image.new("RGB", size).save(tmp_path / name, exif=exif)
+        return str(tmp_path / name)
+
     with caplog.at_level(logging.WARNING, logger="detection.engine.data"):
-        data.note_square_exif_rotation(str(tmp_path / "plain.jpg"), np.zeros((32, 32, 3)))
-        assert not caplog.records
-        for name in ("a.jpg", "b.jpg"):
-            data.note_square_exif_rotation(str(tmp_path / name), np.zeros((32, 32, 3)))
+        Image.new("RGB", (32, 32)).save(tmp_path / "plain.jpg")
+        data.note_exif_orientation(str(tmp_path / "plain.jpg"), np.zeros((32, 32, 3)))
+        data.note_exif_orientation(tagged("wide_quarter.jpg", (40, 30), 6), np.zeros((40, 30, 3)))  # fails the size
+        assert not caplog.records                                                                   # check instead
+        data.note_exif_orientation(tagged("wide_half.jpg", (40, 30), 3), np.zeros((30, 40, 3)))
+        data.note_exif_orientation(tagged("square.jpg", (32, 32), 6), np.zeros((32, 32, 3)))
     assert len(caplog.records) == 1  # once
-    assert "a.jpg: its EXIF orientation tag (6) rotates or flips this square image when it is read" in caplog.text
+    assert "wide_half.jpg: its EXIF orientation tag (3) flips or rotates the image when it is read" in caplog.text
+    monkeypatch.setattr(data, "_noted_exif", False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="detection.engine.data"):
+        data.note_exif_orientation(str(tmp_path / "square.jpg"), np.zeros((32, 32, 3)))
+    assert "square.jpg: its EXIF orientation tag (6)" in caplog.text
 
 
 def test_the_chance_level_is_scored_against_the_ground_truth_training_and_evaluation_see(tmp_path, monkeypatch):

@@ -55,6 +55,7 @@ def test_resume_continues_from_the_last_checkpoint(tiny_data, tmp_path):
     assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 4
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two CPU processes need two cores (--num-gpus 2)")
 def test_two_processes_with_gloo(tiny_data, tmp_path):
     out = tmp_path / "ddp"
     proc = run_tool(*det_args(tiny_data, out, 2, "--num-gpus", "2"))
