@@ -278,7 +278,8 @@ def test_one_global_batch_trains_the_same_net_in_any_process_layout(tmp_path):
     """1 process x 16, 2 processes x 8 and 2 machines x 1 process x 8 (two launches joined by --dist-url) on the
     default cached path, with GN (no statistic depends on the per-process batch): the same weights to float
     tolerance. Each rank drew other crops and flips when a batch's draws were seeded by its first stream position
-    (the first conv differed by 2.9e-3 after these 3 iterations)."""
+    (the whole net by 1.2e-3 of its norm after these 3 iterations; with the same draws by 6e-7, the order of the
+    gradient's summation)."""
     import socket
     import subprocess
     import sys
@@ -302,12 +303,16 @@ def test_one_global_batch_trains_the_same_net_in_any_process_layout(tmp_path):
     for proc in machines:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
-    ref = load_model(tmp_path / "one" / "model_final.pth")[2].state_dict()
+    def flat(layout):
+        state = load_model(tmp_path / layout / "model_final.pth")[2].state_dict()
+        return torch.cat([v.flatten() for v in state.values() if v.is_floating_point()])
+
+    ref = flat("one")
     for layout in ("two", "machines"):
-        other = load_model(tmp_path / layout / "model_final.pth")[2].state_dict()
-        for k, v in ref.items():
-            if v.is_floating_point():
-                assert torch.allclose(other[k], v, rtol=1e-5, atol=1e-6), (layout, k, (other[k] - v).abs().max())
+        # the whole net's relative difference: the gradient's summation order differs between layouts, which a
+        # near-zero tensor (a GN bias after 3 steps) magnifies on its own
+        rel = float((flat(layout) - ref).norm() / ref.norm())
+        assert rel < 1e-5, (layout, rel)
     record = json.loads((tmp_path / "one" / "config.json").read_text())
     assert record["augmentation_stream"] == "per sample: (seed, stream position)"
 

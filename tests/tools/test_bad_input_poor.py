@@ -212,8 +212,8 @@ def test_box_clipping_and_our_other_messages_reach_log_txt(tiny_data, tmp_path):
     out = tmp_path / "run"
     weights = tmp_path / "r18.pth"  # pretrained in BGR: INPUT.FORMAT follows the weights
     save_pretrained(create_model("resnet18", num_classes=10, width=0.25), weights, input_format="BGR")
-    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "tiny_train", str(json_file), str(tiny_data)),
-                    "MODEL.WEIGHTS", weights)
+    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "clipped_train", str(json_file), str(tiny_data)),
+                    "MODEL.WEIGHTS", weights, "DATASETS.TRAIN", '("clipped_train",)')
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "train.json: 1 boxes clipped to their image" in log
@@ -231,7 +231,8 @@ def test_a_recorded_size_the_image_does_not_have_is_one_line_mid_training(tiny_d
     bad = tmp_path / "train.json"
     bad.write_text(json.dumps(data))
     out = tmp_path / "run"
-    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "tiny_train", str(bad), str(tiny_data)))
+    proc = run_tool(*det_args(tiny_data, out, 1, "--dataset-coco", "wrong_size_train", str(bad), str(tiny_data)),
+                    "DATASETS.TRAIN", '("wrong_size_train",)')
     _one_line_error(proc, "the image is 96x96 (width x height) but", f"{bad} records 120x96 for it")
     assert "Traceback" not in proc.stdout and "Exception during training" not in proc.stdout, proc.stdout[-2000:]
     assert "Exception during training" in (out / "log.txt").read_text()
