@@ -462,6 +462,22 @@ def test_ctrl_c_checkpoints_at_a_step_boundary_and_resume_finishes(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["images_seen"] == (at + 2) * 8
 
 
+def test_train_cls_resume_of_a_run_recorded_with_the_earlier_batch_draws_says_why(tmp_path, capsys):
+    """The user changed nothing: the refusal says what did, not "a resumed run keeps its settings"."""
+    from classification.engine import train_net
+
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"dataset": "embedded", "embedded_cache": True, "seed": 0}))
+    (out / "last_checkpoint").write_text("model_0000004.pth")
+    with pytest.raises(SystemExit) as exit_:
+        train_net.run(["--dataset", "embedded", "--resume", "--output-dir", str(out)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume: {out} was trained before the cached batches drew each sample's crops")
+    assert err.count("\n") == 1
+
+
 def test_a_resume_of_a_run_recorded_with_the_earlier_batch_draws_is_refused_naming_it():
     from dataclasses import asdict
 

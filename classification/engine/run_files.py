@@ -25,8 +25,8 @@ from backbones.bounded_read import MiB, UnreadableFile
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
-           "AUGMENTATION_STREAM", "uses_cached_batches", "checkpoint_name", "read_json", "RunFileError",
-           "ClassificationRun", "read_classification_run", "finite_number"]
+           "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "checkpoint_name", "read_json",
+           "RunFileError", "ClassificationRun", "read_classification_run", "finite_number"]
 
 METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
 FINAL_CHECKPOINT = "model_final.pth"
@@ -57,6 +57,12 @@ def uses_cached_batches(config: dict) -> bool:
     """Whether a classification run's settings train from the cached composites (the path AUGMENTATION_STREAM
     describes)."""
     return config.get("dataset") == "embedded" and config.get("embedded_cache") is True
+
+
+def earlier_augmentation(config: dict) -> bool:
+    """Whether a run with these recorded settings trained on the cached path before its crops and flips were drawn
+    per sample (AUGMENTATION_STREAM)."""
+    return uses_cached_batches(config) and config.get("augmentation_stream") != AUGMENTATION_STREAM
 
 
 def checkpoint_name(iteration: int) -> str:
@@ -99,7 +105,7 @@ class ClassificationRun:
     @property
     def earlier_augmentation(self) -> bool:
         """Trained on the cached path before its crops and flips were drawn per sample (AUGMENTATION_STREAM)."""
-        return uses_cached_batches(self.config) and self.config.get("augmentation_stream") != AUGMENTATION_STREAM
+        return earlier_augmentation(self.config)
 
     @property
     def finished(self) -> bool:

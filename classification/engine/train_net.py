@@ -13,9 +13,10 @@ import torch
 
 from .cli import add_launch_arguments, check_process_count, user_errors
 from .config import add_config_arguments, config_from_args
+from .errors import UsageError
 from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
-from .run_files import CONFIG_JSON, RunFileError, read_json
+from .run_files import CONFIG_JSON, RunFileError, earlier_augmentation, read_json
 from .slurm import add_cluster_arguments, submit
 from .trainer import recorded_settings, train
 
@@ -37,10 +38,14 @@ def main(args: argparse.Namespace) -> dict:
     cfg = config_from_args(args)
     out = Path(cfg.output_dir)
     recorded = out / CONFIG_JSON
+    before = _recorded_config(recorded) if args.resume and recorded.is_file() else None
+    if before is not None and earlier_augmentation(before):  # the user changed nothing: say what did
+        raise UsageError(f"--resume: {out} was trained before the cached batches drew each sample's crops and flips "
+                         "from its own stream position (2026-12-05; its config.json records no augmentation_stream): "
+                         "resumed, its crops would change mid-run. Start it again in a new output directory")
     claim_run_directory(out, resume=args.resume, flag="--output-dir",
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
-                        recorded=_recorded_config(recorded) if args.resume and recorded.is_file() else None,
-                        now=recorded_settings(cfg), source=str(recorded),
+                        recorded=before, now=recorded_settings(cfg), source=str(recorded),
                         may_change=("iterations", "eval_period", "checkpoint_period", "keep_checkpoints", "output_dir",
                                     "workers"))
     if args.resume:
