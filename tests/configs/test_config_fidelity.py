@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from classification.analysis.degradation import RECIPE
 from classification.engine.config import TEST_MODES, ClsConfig
 from detection import get_detection_cfg
 from reference_sources import LocatorError, numbers_in, read_value, split_quote
@@ -363,7 +364,8 @@ def test_a_why_is_words_not_a_mark():
                                                          "why")), ids=lambda r: r["setting"])
 def test_classification_recipe_rows(row):
     # our own document: an expression over ClsConfig, e.g. ClsConfig(dataset="cifar10").base_lr()
-    value = eval(row["key"].strip("`"), {"__builtins__": {}}, {"ClsConfig": ClsConfig, "TEST_MODES": TEST_MODES})
+    value = eval(row["key"].strip("`"), {"__builtins__": {}}, {"ClsConfig": ClsConfig, "TEST_MODES": TEST_MODES,
+                                                                "RECIPE": RECIPE})
     expected = _literal(row["ours"])
     assert _norm(value) == pytest.approx(_norm(expected)) if isinstance(expected, float) else \
         _norm(value) == _norm(expected), (row["key"], value)
