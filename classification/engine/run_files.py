@@ -25,8 +25,9 @@ from backbones.bounded_read import MiB, UnreadableFile
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
-           "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "checkpoint_name", "read_json",
-           "RunFileError", "ClassificationRun", "read_classification_run", "finite_number"]
+           "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
+           "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
+           "finite_number"]
 
 METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
 FINAL_CHECKPOINT = "model_final.pth"
@@ -63,6 +64,12 @@ def earlier_augmentation(config: dict) -> bool:
     """Whether a run with these recorded settings trained on the cached path before its crops and flips were drawn
     per sample (AUGMENTATION_STREAM)."""
     return uses_cached_batches(config) and config.get("augmentation_stream") != AUGMENTATION_STREAM
+
+
+def earlier_augmentation_text(path) -> str:
+    """What a run directory for which earlier_augmentation holds is, in the words of every refusal of it."""
+    return (f"{path} was trained before the cached batches drew each sample's crops and flips from its own stream "
+            "position (2026-12-05; its config.json records no or another augmentation_stream)")
 
 
 def checkpoint_name(iteration: int) -> str:

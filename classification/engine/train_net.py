@@ -16,7 +16,7 @@ from .config import add_config_arguments, config_from_args
 from .errors import UsageError
 from .launch import launch as launch_processes
 from .run_directory import claim_run_directory, last_checkpoint_file
-from .run_files import CONFIG_JSON, RunFileError, earlier_augmentation, read_json
+from .run_files import CONFIG_JSON, RunFileError, earlier_augmentation, earlier_augmentation_text, read_json
 from .slurm import add_cluster_arguments, submit
 from .trainer import recorded_settings, train
 
@@ -40,9 +40,8 @@ def main(args: argparse.Namespace) -> dict:
     recorded = out / CONFIG_JSON
     before = _recorded_config(recorded) if args.resume and recorded.is_file() else None
     if before is not None and earlier_augmentation(before):  # the user changed nothing: say what did
-        raise UsageError(f"--resume: {out} was trained before the cached batches drew each sample's crops and flips "
-                         "from its own stream position (2026-12-05; its config.json records no augmentation_stream): "
-                         "resumed, its crops would change mid-run. Start it again in a new output directory")
+        raise UsageError(f"--resume: {earlier_augmentation_text(out)}: resumed, its crops would change mid-run. Start "
+                         "it again in a new output directory")
     claim_run_directory(out, resume=args.resume, flag="--output-dir",
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
                         recorded=before, now=recorded_settings(cfg), source=str(recorded),

@@ -29,6 +29,7 @@ from classification.engine.run_files import (
     STAGE_LOG,
     STAGE_RECORD,
     RunFileError,
+    earlier_augmentation_text,
     read_classification_run,
     read_json,
 )
@@ -147,11 +148,8 @@ def _check_stage(stage: Stage, threads: int) -> bool:
         raise StageConflict(f"{stage.out} was made by other settings: delete that directory to rerun this stage with "
                             "these (--fresh deletes every stage of the job), or choose another --output-dir")
     if stage.kind in ("pretrain", "degradation") and read_classification_run(stage.out).earlier_augmentation:
-        raise StageConflict(f"{stage.out} was trained before the cached batches drew each sample's crops and flips "
-                            "from its own stream position (2026-12-05; its config.json records no or another "
-                            "augmentation_stream): its "
-                            "numbers are not what this code gives. Delete that directory to retrain it (--fresh "
-                            "deletes every stage of the job)")
+        raise StageConflict(f"{earlier_augmentation_text(stage.out)}: its numbers are not what this code gives. "
+                            "Delete that directory to retrain it (--fresh deletes every stage of the job)")
     now = input_identity(stage.deps)
     changed = [d for d, was in (before.inputs or {}).items() if was is not None and now.get(d) != was]
     if changed:
