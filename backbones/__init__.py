@@ -5,6 +5,7 @@ Never imports detectron2. Public interface:
     model.forward(x) -> logits; model.forward_features(x) -> OrderedDict of stage outputs; model.feature_info
     complexity(model, input_size) -> mult-adds (torch's operator counter, on meta tensors) and parameters
     load_pretrained(model, path) -> LoadReport  (torchvision, timm, Detectron2, MSRA Caffe2, our checkpoints)
+    optimize_for_inference(model) -> a folded, channels_last, compiled copy for inference (backbones.inference)
 """
 
 from . import resnet as _resnet  # noqa: F401  (registers resnet*/plain*/cifar_*)
@@ -13,10 +14,12 @@ from .blocks import SHORTCUTS
 from .checkpoint_io import CheckpointReadError, UnsafeCheckpointError
 from .complexity import Complexity, complexity
 from .features import FeatureInfo, FeatureNet
+from .inference import InferenceModule, fold_norms_into_convs, optimize_for_inference
 from .norm import NORMS, FrozenBatchNorm2d, get_norm
 from .pretrained import IncompatibleWeightsError, LoadReport, WeightsMeta, load_pretrained, save_pretrained
 from .registry import ModelInfo, create_model, list_models, model_info
 
 __all__ = ["create_model", "list_models", "model_info", "ModelInfo", "FeatureInfo", "FeatureNet", "FrozenBatchNorm2d",
            "get_norm", "NORMS", "SHORTCUTS", "complexity", "Complexity", "load_pretrained", "save_pretrained",
-           "LoadReport", "WeightsMeta", "IncompatibleWeightsError", "UnsafeCheckpointError", "CheckpointReadError"]
+           "LoadReport", "WeightsMeta", "IncompatibleWeightsError", "UnsafeCheckpointError", "CheckpointReadError",
+           "optimize_for_inference", "fold_norms_into_convs", "InferenceModule"]

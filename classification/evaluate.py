@@ -10,6 +10,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from backbones.inference import optimize_for_inference
+
 from .data.datasets import collate_skipping
 from .data.transforms import ten_crop
 
@@ -48,16 +50,19 @@ def multiscale_logits(model: nn.Module, image: torch.Tensor, scales: Sequence[in
 
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: Dataset, *, batch_size: int = 64, ten_crop: bool = False, crop: int = 224,
-             multi_scale: bool = False, workers: int = 0) -> dict[str, float]:
+             multi_scale: bool = False, workers: int = 0, fast_inference: bool = False) -> dict[str, float]:
     """Top-1 / top-5 accuracy (%) over `dataset` (sharded across processes under torch.distributed).
 
     ten_crop: the dataset gives resized images, scored by their 10 crops; multi_scale: the dataset gives whole
-    images (any size, one per batch), scored fully convolutionally at the paper's scales."""
+    images (any size, one per batch), scored fully convolutionally at the paper's scales. fast_inference: score
+    with backbones.optimize_for_inference's copy of the model (the same logits within float tolerance; pays its
+    compile once per call of evaluate)."""
     if ten_crop and multi_scale:
         raise ValueError("choose ten_crop or multi_scale, not both")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    scorer = optimize_for_inference(getattr(model, "module", model)) if fast_inference else model
     sampler = DistributedSampler(dataset, shuffle=False) if dist.is_initialized() else None
     per_batch = 1 if multi_scale else max(1, batch_size // 10) if ten_crop else batch_size
     loader = DataLoader(dataset, batch_size=per_batch, sampler=sampler, num_workers=workers,
@@ -68,9 +73,9 @@ def evaluate(model: nn.Module, dataset: Dataset, *, batch_size: int = 64, ten_cr
             continue
         images, labels = images.to(device), labels.to(device)
         if multi_scale:
-            logits = torch.stack([multiscale_logits(model, img) for img in images])
+            logits = torch.stack([multiscale_logits(scorer, img) for img in images])
         else:
-            logits = ten_crop_logits(model, images, crop) if ten_crop else model(images)
+            logits = ten_crop_logits(scorer, images, crop) if ten_crop else scorer(images)
         c1, c5 = topk_correct(logits, labels)
         counts += torch.tensor([c1, c5, len(labels)])
     if dist.is_initialized():

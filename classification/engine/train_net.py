@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> dict:
                         writer=not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0,
                         recorded=before, now=recorded_settings(cfg), source=str(recorded),
                         may_change=("iterations", "eval_period", "checkpoint_period", "keep_checkpoints", "output_dir",
-                                    "workers"))
+                                    "workers", "fast_inference"))
     if args.resume:
         last_checkpoint_file(out)  # a ValueError now if it names nothing usable, before config.json is rewritten
     result = train(cfg)

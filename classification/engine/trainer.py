@@ -353,7 +353,7 @@ def run_evaluation(run: Run, lr: float) -> dict:
     multi_scale = c.test_mode == "multi-scale" and c.dataset == "imagefolder"
     in_memory = isinstance(run.val_set, CompositedSet)  # no loader processes for an array already in memory
     res = evaluate(run.model, run.val_set, batch_size=c.batch_size, ten_crop=ten_crop, multi_scale=multi_scale,
-                   workers=0 if in_memory else c.workers)
+                   workers=0 if in_memory else c.workers, fast_inference=c.fast_inference)
     h = run.history
     h["iteration"].append(run.iteration)
     h["train_error"].append(100.0 * float(np.mean(h["err_window"])))  # running, last 50 batches
