@@ -35,7 +35,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 # What a --resume may change: the schedule's length and bookkeeping (extending a finished run), the weights (unused
 # when resuming), where it runs.
 RESUME_MAY_CHANGE = ("SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD", "TEST.EVAL_PERIOD", "MODEL.WEIGHTS",
-                     "MODEL.DEVICE", "OUTPUT_DIR")
+                     "MODEL.DEVICE", "OUTPUT_DIR", "EVAL.FAST_INFERENCE")
 DEFAULT_CONFIG = [os.path.join(REPO_ROOT, "configs", "COCO-Detection", "faster_rcnn_R_101_C4.yaml"),
                   os.path.join(REPO_ROOT, "configs", "Embedded-Detection", "smoke.yaml")]
 

@@ -37,6 +37,7 @@ from classification.engine.run_files import FAILURE, INFERENCE_DIR, METRICS, TRA
 
 from ..checkpoint import CLASSES_KEY, BackbonesCheckpointer, check_checkpoint_classes, dataset_classes
 from ..evaluation import build_evaluator
+from ..modeling.inference import compile_seconds, optimize_detector_for_inference
 from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
 
@@ -274,16 +275,21 @@ class Trainer(DefaultTrainer):
             raise ValueError(f"{len(evaluators)} evaluators for {len(cfg.DATASETS.TEST)} DATASETS.TEST entries")
         results: OrderedDict = OrderedDict()
         timing, conventions, inference = {}, {}, {}
+        evaluated = model
+        if cfg.EVAL.FAST_INFERENCE:  # one optimized copy for every test set; `model` (training) is not changed
+            evaluated = optimize_detector_for_inference(model.module if hasattr(model, "module") else model)
         for i, name in enumerate(cfg.DATASETS.TEST):
             loader = cls.build_test_loader(cfg, name)
             evaluator = evaluators[i] if evaluators is not None else cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
-            with ForwardTimer(model) as forward:
-                results[name] = inference_on_dataset(model, loader, evaluator)
+            with ForwardTimer(evaluated) as forward:
+                results[name] = inference_on_dataset(evaluated, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
             conventions[name] = getattr(evaluator, "conventions", {})
             inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - forward.warmup),
-                               "batch": 1}
+                               "batch": 1, "fast_inference": bool(cfg.EVAL.FAST_INFERENCE),
+                               # cumulative over the test sets: each new input shape may compile again
+                               "compile_seconds": round(compile_seconds(evaluated), 2)}
         if comm.is_main_process():
             completed = None
             try:  # during training; after the last step Detectron2's storage.iter == MAX_ITER ...

@@ -42,6 +42,15 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     again = json.loads((tmp_path / "eval" / "metrics.json").read_text())["evaluation"]["tiny_val"]["bbox"]
     assert again["AP"] == pytest.approx(bbox["AP"])
+    # EVAL.FAST_INFERENCE: the same weights evaluated through the compiled copy; a float-level change may move a
+    # detection across a threshold, not the result
+    fast = run_tool(*det_args(tiny_data, tmp_path / "eval_fast", 4, "--eval-only"), "MODEL.WEIGHTS",
+                    str(out / "model_final.pth"), "EVAL.FAST_INFERENCE", "True")
+    assert fast.returncode == 0, fast.stderr[-3000:]
+    fast_metrics = json.loads((tmp_path / "eval_fast" / "metrics.json").read_text())
+    assert fast_metrics["evaluation"]["tiny_val"]["bbox"]["AP"] == pytest.approx(bbox["AP"], abs=1.0)
+    assert fast_metrics["inference"]["tiny_val"]["fast_inference"] is True
+    assert fast_metrics["inference"]["tiny_val"]["compile_seconds"] > 0
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_data, tmp_path):
