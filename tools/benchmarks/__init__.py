@@ -10,6 +10,7 @@ Detectron2's build_model -- with the statistics of stats.py.
     vs_commit.py  main_job_detect_vs_commit  an earlier commit's own code (tools/detection_leg_worker.py) vs this tree
     cocoeval.py   cocoeval       faster-coco-eval vs pycocotools
     peak.py       peak           matmul GFLOP/s and the backbones' share of it
+    inference.py  inference      the fast inference path vs eager, vs torchvision / Detectron2 given the same path
     loader.py     loader         the train loader's images/s vs the R-101-C4 step's consumption
     memory.py     memory         peak RSS of an R-101-C4 training iteration (in a fresh process)
     coco_train_load.py  coco_train_load  train2017-sized COCO json to training dicts vs Detectron2's trainer path

@@ -8,17 +8,18 @@ the rounds. A result is labelled "faster" only when the whole interval is above 
     python tools/benchmark.py                          # every section, ~45 minutes on 2 CPU cores
     python tools/benchmark.py --only backbone --repeats 9 --markdown BENCHMARKS-run.md
 
-Sections (one module each in tools/benchmarks/): backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training
-and inference; channels-last variants), detector (our R-101-C4 vs Detectron2's built-in R-101-C4, same settings,
-shorter side 600), main_job (one training step of each main-job leg as detection/main_job/leg.py builds it, norm
-folding on vs off, fraction of matmul peak, per-op profile), main_job_pretrain (pretraining images/s: the embedded
-cache vs --no-embedded-cache), main_job_detect_vs_commit (detection iterations/s: an earlier commit's own code in a
-worker process vs this tree's), cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s
-vs a large matmul), loader (train-loader images/s vs the C4 step's consumption), memory (peak RSS of an R-101-C4
-training iteration), and on generated full-size files in the real formats (written once under
-output/benchmark/generated/): coco_train_load (a train2017-sized json to training dicts vs Detectron2's trainer
-path), voc07_eval (VOC2007 test vs py-faster-rcnn's voc_eval), coco_val_eval (val2017 with 500k detections vs
-faster-coco-eval alone), folder_scan (an ImageNet-sized folder vs torchvision's ImageFolder); each also measures
+Sections (one module each in tools/benchmarks/): backbone (ours vs torchvision, R-50 / R-101 / VGG-16, training and
+inference; channels-last variants), detector (our R-101-C4 vs Detectron2's built-in R-101-C4, same settings, shorter
+side 600), main_job (one training step of each main-job leg as detection/main_job/leg.py builds it, norm folding on
+vs off, fraction of matmul peak, per-op profile), main_job_pretrain (pretraining images/s: the embedded cache vs
+--no-embedded-cache), main_job_detect_vs_commit (detection iterations/s: an earlier commit's own code in a worker
+process vs this tree's), cocoeval (faster-coco-eval vs pycocotools, 5,000 images), peak (backbone GFLOP/s vs a large
+matmul), inference (the fast inference path vs eager and vs torchvision / Detectron2 given the same path; GFLOP/s as
+a share of the matmul peak, compile seconds), loader (train-loader images/s vs the C4 step's consumption), memory
+(peak RSS of an R-101-C4 training iteration), and on generated full-size files in the real formats (written once
+under output/benchmark/generated/): coco_train_load (a train2017-sized json to training dicts vs Detectron2's
+trainer path), voc07_eval (VOC2007 test vs py-faster-rcnn's voc_eval), coco_val_eval (val2017 with 500k detections
+vs faster-coco-eval alone), folder_scan (an ImageNet-sized folder vs torchvision's ImageFolder); each also measures
 both sides' peak memory in fresh processes and checks that the results are identical.
 """
 
@@ -42,6 +43,7 @@ from .coco_val_eval import bench_coco_val_eval
 from .cocoeval import bench_cocoeval
 from .detector import bench_detector
 from .folder_scan import bench_folder_scan
+from .inference import bench_inference
 from .loader import bench_loader
 from .main_job import bench_main_job
 from .memory import bench_memory
@@ -56,7 +58,8 @@ __all__ = ["SECTIONS", "markdown", "main"]
 SECTIONS = {"backbone": bench_backbone, "detector": bench_detector, "main_job": bench_main_job,
             "main_job_pretrain": bench_main_job_pretrain,
             "main_job_detect_vs_commit": bench_main_job_detect_vs_commit,
-            "cocoeval": bench_cocoeval, "peak": bench_peak, "loader": bench_loader, "memory": bench_memory,
+            "cocoeval": bench_cocoeval, "peak": bench_peak, "inference": bench_inference, "loader": bench_loader,
+            "memory": bench_memory,
             "coco_train_load": bench_coco_train_load, "voc07_eval": bench_voc07_eval,
             "coco_val_eval": bench_coco_val_eval, "folder_scan": bench_folder_scan}
 # the sections on generated full-size dataset files (generated.py): --data-scale shrinks them
