@@ -20,6 +20,7 @@ import warnings
 
 import torch
 from torch import nn
+from torch._inductor import config as inductor_config
 
 from .blocks import Conv2dNorm
 
@@ -66,17 +67,17 @@ def compile_unavailable_reason(device: torch.device | str = "cpu") -> str | None
 
 class InferenceModule(nn.Module):
     """Calls `module` without autograd, 4-D inputs converted to channels_last when `channels_last`, through
-    torch.compile (Inductor, freezing) when `compile`. A compile that fails at the first call is reported in one
-    warning and the eager module is used from then on. `compile_seconds` holds the first call's wall time (the
-    compile) once it has run."""
+    torch.compile (Inductor, freezing) when `compile`. A compile that fails (at the first call or at a recompile for
+    a new input shape) is reported in one warning and the eager module is used from then on. `compile_seconds`:
+    the wall time of the calls that compiled a graph (the first, and each recompile), summed."""
 
     def __init__(self, module: nn.Module, *, compile: bool, channels_last: bool):
         super().__init__()
         self.module = module
         self.channels_last = channels_last
-        self.compile_seconds: float | None = None
+        self.compile_seconds = 0.0
         # kept outside the module tree: the compiled wrapper shares `module`'s parameters and would list them twice
-        self.__dict__["_compiled"] = torch.compile(module, options={"freezing": True}) if compile else None
+        self.__dict__["_compiled"] = torch.compile(module) if compile else None
 
     @property
     def compiled(self) -> bool:
@@ -93,20 +94,27 @@ class InferenceModule(nn.Module):
             compiled = self.__dict__["_compiled"]
             if compiled is None:
                 return self.module(*args, **kwargs)
-            first = self.compile_seconds is None
+            graphs = _compiled_graphs()
             t0 = time.perf_counter()
             try:
-                out = compiled(*args, **kwargs)
+                # freezing is read by Dynamo (weights as constants) as well as by Inductor, so it is set for the
+                # call, not passed as a compile option (which only Inductor sees: no prepacking, no fusion)
+                with inductor_config.patch(freezing=True):
+                    out = compiled(*args, **kwargs)
             except torch._dynamo.exc.BackendCompilerFailed as e:
-                if not first:
-                    raise
                 warnings.warn(f"optimize_for_inference: torch.compile failed ({str(e).splitlines()[0]}); running "
-                              f"{type(self.module).__name__} eagerly (folded, channels_last)", stacklevel=2)
+                              f"{type(self.module).__name__} eagerly (folded, channels_last) from now on",
+                              stacklevel=2)
                 self.__dict__["_compiled"] = None
                 return self.module(*args, **kwargs)
-            if first:
-                self.compile_seconds = time.perf_counter() - t0
+            if _compiled_graphs() != graphs:  # this call compiled (first shape, or a recompile)
+                self.compile_seconds += time.perf_counter() - t0
             return out
+
+
+def _compiled_graphs() -> int:
+    """Graphs Dynamo has compiled in this process so far (its own counter)."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def optimize_for_inference(model: nn.Module, *, compile: bool = True, channels_last: bool = True) -> InferenceModule:

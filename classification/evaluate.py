@@ -56,7 +56,9 @@ def evaluate(model: nn.Module, dataset: Dataset, *, batch_size: int = 64, ten_cr
     ten_crop: the dataset gives resized images, scored by their 10 crops; multi_scale: the dataset gives whole
     images (any size, one per batch), scored fully convolutionally at the paper's scales. fast_inference: score
     with backbones.optimize_for_inference's copy of the model (the same logits within float tolerance; pays its
-    compile once per call of evaluate)."""
+    compile once per call of evaluate, and again for a new batch shape, e.g. the last batch: `compile_seconds`).
+    Each call compiles a new copy: Dynamo stops recompiling after its recompile limit (8 by default) and runs
+    eagerly (the same numbers, no longer faster), so the option is for a final or occasional evaluation."""
     if ten_crop and multi_scale:
         raise ValueError("choose ten_crop or multi_scale, not both")
     was_training = model.training
@@ -84,4 +86,7 @@ def evaluate(model: nn.Module, dataset: Dataset, *, batch_size: int = 64, ten_cr
         counts = counts.cpu()
     model.train(was_training)
     n = max(int(counts[2]), 1)
-    return {"top1": 100.0 * int(counts[0]) / n, "top5": 100.0 * int(counts[1]) / n, "count": int(counts[2])}
+    res = {"top1": 100.0 * int(counts[0]) / n, "top5": 100.0 * int(counts[1]) / n, "count": int(counts[2])}
+    if fast_inference:  # what this process paid to compile (first shape, and each new batch shape)
+        res["compile_seconds"] = round(scorer.compile_seconds, 2)
+    return res

@@ -148,6 +148,7 @@ def test_train_end_to_end_and_exact_resume(tmp_path):
     # differences may flip a near-tied image at most
     fast = evaluate(model.eval(), val, fast_inference=True)
     assert fast["count"] == 64 and abs(fast["top1"] - again["top1"]) <= 100 / 64
+    assert "compile_seconds" in fast and "compile_seconds" not in again
     assert full["history"]["iteration"] == [6, 12]
     # resume from the iteration-6 checkpoint in a fresh directory == the uninterrupted run
     resumed_dir = tmp_path / "resumed"

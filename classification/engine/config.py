@@ -86,9 +86,9 @@ class ClsConfig:
                                     "or multi-scale (fully convolutional at shorter sides 224..640; imagefolder)",
                           choices=TEST_MODES)
     fast_inference: bool = _opt(False, "evaluate a frozen copy through backbones.optimize_for_inference (BN folded, "
-                                       "channels_last, torch.compile with Inductor freezing): ~1.4x per ResNet-50 "
-                                       "batch on CPU after a compile of ~30 s per evaluation, so for a whole "
-                                       "ImageNet val (10-crop), not for frequent small evaluations")
+                                       "channels_last, torch.compile with Inductor freezing): ~1.5x per ResNet-50 "
+                                       "batch on CPU after a compile of 5-30 s per evaluation and batch shape, so "
+                                       "for a whole ImageNet val (10-crop), not for frequent small evaluations")
     on_error: str = _opt("raise", "unreadable images: raise (naming the file) or skip (counted and logged)",
                          choices=("raise", "skip"))
     seed: int = _opt(0, "seed of initialisation, data order and augmentation")

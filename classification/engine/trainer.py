@@ -359,6 +359,8 @@ def run_evaluation(run: Run, lr: float) -> dict:
     h["train_error"].append(100.0 * float(np.mean(h["err_window"])))  # running, last 50 batches
     h["test_error"].append(100 - res["top1"])
     h["test_top5_error"].append(100 - res["top5"])
+    if "compile_seconds" in res:  # --fast-inference: the evaluation's compile, beside its result in metrics.json
+        h.setdefault("eval_compile_seconds", []).append(res["compile_seconds"])
     h["lr"].append(lr)
     run.schedule.after_evaluation(h["test_error"], run.iteration)
     run.net.train()

@@ -100,21 +100,24 @@ class ForwardTimer:
     """Seconds spent in `model`'s forward calls (forward hooks; the loader and evaluator are outside them), the
     first `warmup` calls left out as Detectron2's inference_on_dataset does for its own figure."""
 
-    def __init__(self, model: torch.nn.Module, warmup: int = 5):
+    def __init__(self, model: torch.nn.Module, warmup: int = 5, excluded=lambda: 0.0):
+        """excluded(): cumulative seconds inside the forward that are not inference (the fast path's compiles at
+        new input shapes); what it grows by during a timed call is left out."""
         self.model, self.warmup, self.calls, self.seconds, self._t0 = model, warmup, 0, 0.0, None
+        self.excluded = excluded
 
     def __enter__(self):
         sync = torch.cuda.synchronize if next(self.model.parameters()).is_cuda else (lambda: None)
 
         def before(*_):  # on a GPU, queued work before and inside the forward is counted where it belongs
             sync()
-            self._t0 = time.perf_counter()
+            self._t0 = (time.perf_counter(), self.excluded())
 
         def after(*_):
             sync()
             self.calls += 1
             if self.calls > self.warmup:
-                self.seconds += time.perf_counter() - self._t0
+                self.seconds += time.perf_counter() - self._t0[0] - (self.excluded() - self._t0[1])
 
         self._hooks = [self.model.register_forward_pre_hook(before), self.model.register_forward_hook(after)]
         return self
@@ -282,13 +285,14 @@ class Trainer(DefaultTrainer):
             loader = cls.build_test_loader(cfg, name)
             evaluator = evaluators[i] if evaluators is not None else cls.build_evaluator(cfg, name)
             t0 = time.perf_counter()
-            with ForwardTimer(evaluated) as forward:
+            with ForwardTimer(evaluated, excluded=lambda: compile_seconds(evaluated)) as forward:
                 results[name] = inference_on_dataset(evaluated, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
             conventions[name] = getattr(evaluator, "conventions", {})
             inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - forward.warmup),
                                "batch": 1, "fast_inference": bool(cfg.EVAL.FAST_INFERENCE),
-                               # cumulative over the test sets: each new input shape may compile again
+                               # cumulative over the test sets (each new input shape may compile again); left
+                               # out of s_per_image
                                "compile_seconds": round(compile_seconds(evaluated), 2)}
         if comm.is_main_process():
             completed = None

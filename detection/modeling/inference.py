@@ -4,7 +4,9 @@ backbones.optimize_for_inference applied to the parts of a detector that carry i
     fast = optimize_detector_for_inference(model)   # a copy; `model` is not changed
     outputs = fast(batched_inputs)                  # as model.eval()(batched_inputs)
 
-The copy has every affine norm folded into its conv (FrozenBN, eval-mode BN), its weights in channels_last, and
+The copy has the affine norms of this project's convs folded into them (FrozenBN, eval-mode BN; Detectron2's own
+conv + FrozenBN pairs are left to Inductor's freezing, which folds them when it compiles), its weights in
+channels_last, and
 torch.compile (Inductor, freezing) around the backbone trunk (the C4 trunk, or FPN's bottom-up trunk) and the C4
 head's res5 (this plugin's detectors and Detectron2's built-in ones alike: the benchmark gives both the same
 treatment) -- the modules whose inputs are dense tensors. The RPN, RoI pooling and the box predictor stay eager
@@ -81,7 +83,7 @@ def optimize_detector_for_inference(model: nn.Module, *, compile: bool = True) -
     if compile and (reason := compile_unavailable_reason(device)) is not None:
         import warnings
         warnings.warn(f"optimize_detector_for_inference: not compiling ({reason}); running the detector eagerly "
-                      "(folded, channels_last)", stacklevel=2)
+                      "(this project's norms folded, channels_last)", stacklevel=2)
         compile = False
     net = fold_norms_into_convs(copy.deepcopy(model).eval().requires_grad_(False))
     if device.type == "cpu":
@@ -100,5 +102,5 @@ def optimize_detector_for_inference(model: nn.Module, *, compile: bool = True) -
 
 
 def compile_seconds(model: nn.Module) -> float:
-    """Seconds spent compiling so far in the parts of an optimized detector (their first calls)."""
-    return sum(m.compile_seconds or 0.0 for m in model.modules() if isinstance(m, DetectorPart))
+    """Seconds spent compiling so far in the parts of an optimized detector (the calls that compiled a graph)."""
+    return sum(m.compile_seconds for m in model.modules() if isinstance(m, DetectorPart))

@@ -6,6 +6,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 
 import backbones
 from backbones import inference
@@ -68,10 +69,17 @@ def test_compiled_copy_gives_the_eager_outputs():
     model = _with_statistics(backbones.create_model("cifar_resnet20"))
     x = torch.randn(4, 3, 32, 32)
     fast = backbones.optimize_for_inference(model)
+    counters["inductor"].clear()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # a silent fallback to eager would not test the compile
         got = fast(x)
     assert fast.compiled and fast.compile_seconds > 0
+    if torch.backends.mkldnn.is_available():  # freezing in effect: weights prepacked, conv + ReLU (+ add) fused
+        assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] >= 19  # every conv of ResNet-20
+        assert counters["inductor"]["mkldnn_conv_binary_unary_fusion_matcher_count"] > 0
+    seconds = fast.compile_seconds
+    fast(x)
+    assert fast.compile_seconds == seconds  # the same shape: no compile, nothing added
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(got, expected, atol=1e-4 * float(expected.abs().max()), rtol=1e-4)
@@ -88,7 +96,7 @@ def test_without_a_compiler_one_warning_and_the_eager_folded_copy(monkeypatch):
         torch.testing.assert_close(fast(x), model(x), atol=1e-5, rtol=1e-4)
 
 
-def test_a_compile_that_fails_at_the_first_call_warns_once_and_runs_eagerly():
+def test_a_compile_that_fails_warns_once_and_runs_eagerly_from_then_on():
     model = _with_statistics(backbones.create_model("cifar_resnet20"))
     fast = inference.InferenceModule(inference.fold_norms_into_convs(model), compile=False, channels_last=True)
 

@@ -81,6 +81,17 @@ def test_detectron2_builtin_c4_gets_the_same_path():
     _assert_same_detections(fast, model)
 
 
+def test_without_a_compiler_the_detector_runs_eagerly_after_one_warning(monkeypatch):
+    from detection.modeling import inference
+
+    monkeypatch.setattr(inference, "compile_unavailable_reason", lambda device: "no C++ compiler (test)")
+    model = _detector("faster_rcnn_R_50_C4", "MODEL.BACKBONES.NAME", "resnet18")
+    with pytest.warns(UserWarning, match=r"not compiling \(no C\+\+ compiler \(test\)\)") as caught:
+        fast = optimize_detector_for_inference(model)
+    assert len(caught) == 1 and not fast.backbone.compiled and not fast.roi_heads.res5.compiled
+    _assert_same_detections(fast, model)
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_threaded_roi_pool_equals_torchvision(threads):
     g = torch.Generator().manual_seed(0)
