@@ -20,11 +20,11 @@ import warnings
 
 import torch
 from torch import nn
-from torch._inductor import config as inductor_config
 
 from .blocks import Conv2dNorm
 
-__all__ = ["fold_norms_into_convs", "compile_unavailable_reason", "optimize_for_inference", "InferenceModule"]
+__all__ = ["fold_norms_into_convs", "compile_unavailable_reason", "compile_or_warn", "optimize_for_inference",
+           "InferenceModule"]
 
 
 def fold_norms_into_convs(model: nn.Module) -> nn.Module:
@@ -99,6 +99,8 @@ class InferenceModule(nn.Module):
             try:
                 # freezing is read by Dynamo (weights as constants) as well as by Inductor, so it is set for the
                 # call, not passed as a compile option (which only Inductor sees: no prepacking, no fusion)
+                from torch._inductor import config as inductor_config  # on use: not at `import backbones`
+
                 with inductor_config.patch(freezing=True):
                     out = compiled(*args, **kwargs)
             except torch._dynamo.exc.BackendCompilerFailed as e:
@@ -128,10 +130,14 @@ def optimize_for_inference(model: nn.Module, *, compile: bool = True, channels_l
     net = fold_norms_into_convs(copy.deepcopy(model).eval().requires_grad_(False))
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
-    if compile:
-        reason = compile_unavailable_reason(device)
-        if reason is not None:
-            warnings.warn(f"optimize_for_inference: not compiling ({reason}); running {type(model).__name__} "
-                          "eagerly (folded, channels_last)", stacklevel=2)
-            compile = False
+    compile = compile_or_warn(compile, device, f"optimize_for_inference: running {type(model).__name__}")
     return InferenceModule(net, compile=compile, channels_last=channels_last)
+
+
+def compile_or_warn(compile: bool, device: torch.device, what: str) -> bool:
+    """`compile`, unless compile_unavailable_reason(device) gives a reason: then one warning, `what` + "eagerly", and
+    False."""
+    reason = compile_unavailable_reason(device) if compile else None
+    if reason is not None:
+        warnings.warn(f"not compiling ({reason}); {what} eagerly (norms folded, channels_last)", stacklevel=3)
+    return compile and reason is None

@@ -28,7 +28,7 @@ from detectron2.modeling.roi_heads import Res5ROIHeads
 from torch import nn
 from torchvision.ops import RoIPool, roi_pool
 
-from backbones.inference import InferenceModule, compile_unavailable_reason, fold_norms_into_convs
+from backbones.inference import InferenceModule, compile_or_warn, fold_norms_into_convs
 
 __all__ = ["optimize_detector_for_inference", "DetectorPart", "ThreadedRoIPool", "compile_seconds"]
 
@@ -78,13 +78,9 @@ def _thread_roi_pools(model: nn.Module) -> None:
 def optimize_detector_for_inference(model: nn.Module, *, compile: bool = True) -> nn.Module:
     """A copy of the detector `model` for inference only (see the module docstring); outputs equal
     `model.eval()`'s within float tolerance. compile=False: folding, layout and the threaded RoIPool only. Where
-    torch.compile cannot run (compile_unavailable_reason), one warning and the eager folded copy."""
+    torch.compile cannot run (backbones.inference.compile_or_warn), one warning and the eager folded copy."""
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    if compile and (reason := compile_unavailable_reason(device)) is not None:
-        import warnings
-        warnings.warn(f"optimize_detector_for_inference: not compiling ({reason}); running the detector eagerly "
-                      "(this project's norms folded, channels_last)", stacklevel=2)
-        compile = False
+    compile = compile_or_warn(compile, device, "optimize_detector_for_inference: running the detector")
     net = fold_norms_into_convs(copy.deepcopy(model).eval().requires_grad_(False))
     if device.type == "cpu":
         _thread_roi_pools(net)

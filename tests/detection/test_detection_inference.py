@@ -82,7 +82,7 @@ def test_detectron2_builtin_c4_gets_the_same_path():
 
 
 def test_without_a_compiler_the_detector_runs_eagerly_after_one_warning(monkeypatch):
-    from detection.modeling import inference
+    from backbones import inference
 
     monkeypatch.setattr(inference, "compile_unavailable_reason", lambda device: "no C++ compiler (test)")
     model = _detector("faster_rcnn_R_50_C4", "MODEL.BACKBONES.NAME", "resnet18")
