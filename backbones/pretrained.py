@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .checkpoint_io import atomic_torch_save, read_checkpoint
+from .registry import create_model, model_options
 from .weight_formats import (
     KNOWN_META,
     TORCHVISION_MEAN,
@@ -35,6 +36,7 @@ from .weight_formats import (
 )
 
 __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
+           "create_model_with_weights",
            "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta", "unusable_values"]
 
 CLASSIFIER_PREFIX = "fc."
@@ -249,6 +251,26 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
         new_sd[k] = _to_tensor(converted[k], model_sd[k])
     model.load_state_dict(new_sd)
     return report
+
+
+def create_model_with_weights(name: str, path: str | os.PathLike, *, num_classes: int = 1000,
+                              **options) -> tuple[nn.Module, LoadReport]:
+    """Build the registered `name` and load the weights file `path` into it, strictly: what torch.hub and timm
+    callers get (hubconf.py, backbones.timm_models). Two things are taken from the file because such a caller cannot
+    know them: the stride placement the weights were trained with (unless `options` set stride_in_1x1), and whether
+    its classifier fits -- it is dropped (the model keeps its fresh one) when num_classes differs from the file's
+    or is 0. Anything else that does not fit raises IncompatibleWeightsError naming the keys; nothing is loaded."""
+    w = read_weights_file(path)
+    if ("stride_in_1x1" in model_options(name) and "stride_in_1x1" not in options
+            and w.meta.stride_in_1x1 is not None):
+        options = {**options, "stride_in_1x1": w.meta.stride_in_1x1}
+    model = create_model(name, num_classes=num_classes, **options)
+    converted, _, _ = convert_state_dict(w.state_dict, w.source_format, list(model.state_dict()))
+    theirs = converted.get(CLASSIFIER_PREFIX + "weight")
+    keep_classifier = num_classes > 0 and getattr(theirs, "shape", (None,))[0] == num_classes
+    report = load_state_dict_into(model, w.state_dict, w.source_format, w.meta, source=str(path), strict=True,
+                                  drop_classifier=not keep_classifier)
+    return model, report
 
 
 def save_pretrained(model: nn.Module, path: str | os.PathLike, *, input_format: str | None = "RGB",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from torch import nn
 
 __all__ = ["ModelOptionError", "ModelInfo", "register_model", "create_model", "list_models", "model_info",
-           "parse_model_option"]
+           "model_options", "parse_model_option"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,11 @@ class ModelInfo:
     #                           residual branch at zero, Goyal et al.): the main job's pretraining turns it on
     detection_design: str | None  # the paper's Faster R-CNN head for this trunk: "C4" (res5 on RoIs), "vgg_fc"
     #                               (fc6/fc7); None for the CIFAR nets, which have none
+    input_size: int  # the pretraining resolution: ImageNet's 224-px crop, CIFAR's whole 32-px image
+    eval_resize: int | None  # the evaluation view's shorter side before the center crop (the paper's 256 for 224);
+    #                          None: the image as it is (CIFAR)
+    first_conv: str  # the module of the first convolution (timm's pretrained_cfg: adapting input channels)
+    classifier: str  # the module of the classifier (what num_classes replaces)
 
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}
@@ -61,6 +66,14 @@ def model_info(name: str) -> ModelInfo:
     return _INFO[name]
 
 
+def model_options(name: str) -> list[str]:
+    """The options `create_model(name, ...)` accepts (its builder's keyword-only arguments but num_classes)."""
+    if name not in _MODELS:
+        _unknown(name)
+    params = inspect.signature(_MODELS[name]).parameters.values()
+    return [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "num_classes"]
+
+
 def _unknown(name: str):
     close = fnmatch.filter(_MODELS, f"*{str(name).rstrip('0123456789')}*")
     raise ValueError(f"unknown model {name!r}; similar: {sorted(close) or 'none'}; see backbones.list_models()")
@@ -77,16 +90,14 @@ def create_model(name: str, num_classes: int = 1000, **options) -> nn.Module:
                         f"got {name!r}")
     if name not in _MODELS:
         _unknown(name)
-    fn = _MODELS[name]
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
         raise ValueError(f"num_classes must be an integer >= 0 (0: no classifier), got {num_classes!r}")
-    params = inspect.signature(fn).parameters.values()
-    accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
-    unknown = [] if any(p.kind is p.VAR_KEYWORD for p in params) else sorted(set(options) - set(accepted))
+    accepted = model_options(name)
+    unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ModelOptionError(f"{name} has no option {', '.join(map(repr, unknown))}; its options: "
-                        f"{', '.join(a for a in accepted if a != 'num_classes')}")
-    return fn(num_classes=num_classes, **options)
+                               f"{', '.join(accepted)}")
+    return _MODELS[name](num_classes=num_classes, **options)
 
 
 def list_models(pattern: str = "*") -> list[str]:

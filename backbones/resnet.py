@@ -222,9 +222,11 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
 
 
 def _register() -> None:
-    def info(name: str, family: str, depth: int, residual: bool, design: str | None = "C4") -> ModelInfo:
+    def info(name: str, family: str, depth: int, residual: bool, *, cifar: bool = False) -> ModelInfo:
         return ModelInfo(name, family, depth, residual, normalized=True, reference_lr=0.1,
-                         zero_init_residual=residual, detection_design=design)
+                         zero_init_residual=residual, detection_design=None if cifar else "C4",
+                         input_size=32 if cifar else 224, eval_resize=None if cifar else 256,
+                         first_conv="stem.conv1", classifier="fc")
 
     for depth in IMAGENET_DEPTHS:
         register_model(f"resnet{depth}", partial(resnet, depth), info(f"resnet{depth}", "resnet", depth, True))
@@ -232,10 +234,10 @@ def _register() -> None:
                        info(f"plain{depth}", "plain", depth, False))
     for depth in CIFAR_DEPTHS:
         register_model(f"cifar_resnet{depth}", partial(cifar_resnet, depth),
-                       info(f"cifar_resnet{depth}", "cifar_resnet", depth, True, design=None))
+                       info(f"cifar_resnet{depth}", "cifar_resnet", depth, True, cifar=True))
         if depth != 1202:
             register_model(f"cifar_plain{depth}", partial(cifar_resnet, depth, residual=False),
-                           info(f"cifar_plain{depth}", "cifar_plain", depth, False, design=None))
+                           info(f"cifar_plain{depth}", "cifar_plain", depth, False, cifar=True))
 
 
 _register()

@@ -108,7 +108,8 @@ def _register() -> None:
         for name, norm in ((f"vgg{depth}", ""), (f"vgg{depth}_bn", "BN")):
             register_model(name, partial(vgg, depth, norm=norm) if norm else partial(vgg, depth),
                            ModelInfo(name, "vgg", depth, residual=False, normalized=bool(norm), reference_lr=0.01,
-                                     zero_init_residual=False, detection_design="vgg_fc"))
+                                     zero_init_residual=False, detection_design="vgg_fc", input_size=224,
+                                     eval_resize=256, first_conv="conv1.conv1_1", classifier="fc"))
 
 
 _register()

@@ -383,3 +383,30 @@ def test_paper_configs_use_the_py_faster_rcnn_anchor_rules():
         cfg = tiny_cfg(path)
         assert cfg.MODEL.PROPOSAL_GENERATOR.NAME == "BackbonesRPN" and cfg.MODEL.RPN.MATCH_INSIDE_ONLY, path
         assert cfg.MODEL.ANCHOR_GENERATOR.OFFSET == 0.5, path
+
+
+def test_trunk_features_equal_timms_and_the_backbones_api_for_the_same_weights(tmp_path):
+    """The three ways a detector gets one of our backbones (the plugin, timm's features_only, our feature API)
+    give the same maps for the same file: FrozenBN here, BN in eval there, to float tolerance."""
+    import timm
+
+    import backbones.timm_models  # noqa: F401  (registers rdb_*)
+
+    tv = _randomized(torchvision.models.resnet18(weights=None))
+    path = tmp_path / "r18_tv.pth"
+    torch.save(tv.state_dict(), path)
+    cfg = tiny_cfg("configs/COCO-Detection/faster_rcnn_R_101_FPN.yaml", "MODEL.BACKBONES.NAME", "resnet18",
+                   "MODEL.WEIGHTS", str(path))
+    detector = build_model(cfg).eval()
+    BackbonesCheckpointer(detector).load(cfg.MODEL.WEIGHTS)
+    via_timm = timm.create_model("rdb_resnet18", pretrained=True, features_only=True, out_indices=(1, 2, 3, 4),
+                                 pretrained_cfg_overlay=dict(file=str(path))).eval()
+    ours = backbones.create_model("resnet18", num_classes=0)
+    backbones.load_pretrained(ours, path, drop_classifier=True)
+    x = torch.randn(2, 3, 64, 96)
+    with torch.no_grad():
+        plugin = detector.backbone.bottom_up(x)
+        api = ours.eval().forward_features(x, ["res2", "res3", "res4", "res5"])
+        for name, t in zip(["res2", "res3", "res4", "res5"], via_timm(x), strict=True):
+            torch.testing.assert_close(t, api[name], rtol=0, atol=0)
+            torch.testing.assert_close(plugin[name].contiguous(), t, rtol=1e-4, atol=1e-4)

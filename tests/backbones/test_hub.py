@@ -1,0 +1,49 @@
+"""hubconf.py: torch.hub's entry points are the registry's names, and torch.hub.load builds them with weights."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+import backbones
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _hubconf():
+    spec = importlib.util.spec_from_file_location("hubconf", REPO / "hubconf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_entry_points_are_the_registry_names():
+    hub = _hubconf()  # torch.hub.list's rule (it reads only GitHub repositories): public callables of hubconf
+    assert sorted(n for n in dir(hub) if callable(getattr(hub, n)) and not n.startswith("_")) == \
+        sorted(backbones.list_models())
+    for dep in hub.dependencies:  # what torch.hub checks before importing hubconf
+        assert importlib.util.find_spec(dep) is not None, dep
+
+
+def test_hub_load_builds_with_a_weights_file(tmp_path):
+    tv = torchvision.models.resnet18(weights=None).eval()
+    torch.save(tv.state_dict(), tmp_path / "r18.pth")
+    net = torch.hub.load(str(REPO), "resnet18", source="local", weights=str(tmp_path / "r18.pth")).eval()
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), tv(x), rtol=1e-4, atol=1e-4)
+    trunk = torch.hub.load(str(REPO), "resnet18", source="local", weights=str(tmp_path / "r18.pth"), num_classes=0)
+    assert trunk.fc is None and torch.equal(trunk.res5[1].conv2.weight, tv.layer4[1].conv2.weight)
+    fresh = torch.hub.load(str(REPO), "cifar_plain20", source="local", num_classes=10)
+    assert fresh.fc.out_features == 10 and fresh.arch["residual"] is False
+
+
+@pytest.mark.bad_input
+def test_hub_load_refuses_weights_of_another_net_naming_the_keys(tmp_path):
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
+    with pytest.raises(backbones.IncompatibleWeightsError, match=r"missing in checkpoint.*\n\s+res2\.2\."):
+        torch.hub.load(str(REPO), "resnet34", source="local", weights=str(tmp_path / "r18.pth"))
+    with pytest.raises(TypeError, match="resnet18 has no option 'depth'"):
+        torch.hub.load(str(REPO), "resnet18", source="local", depth=34)
