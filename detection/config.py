@@ -180,6 +180,17 @@ def apply_weights_conventions(cfg: CN, *, log: bool = True) -> dict:
             raise ValueError(f"MODEL.WEIGHTS {cfg.MODEL.WEIGHTS} holds a {meta.arch.get('family')}"
                              f"{meta.arch.get('depth', '')} of width {theirs:g}, but MODEL.BACKBONES.WIDTH is "
                              f"{ours:g}: set MODEL.BACKBONES.WIDTH {theirs:g} to rebuild the net it was trained as")
+    changes = set_conventions(cfg, meta)
+    if log:
+        log_weights_conventions(changes, f"{path}, format {weights.source_format}")
+    return changes
+
+
+def set_conventions(cfg: CN, meta) -> dict:
+    """Input format, pixel statistics and stride placement of weights with metadata `meta` (a backbones
+    WeightsMeta; None fields leave the config as it is); returns key -> (old, new) of what changed. The one rule of
+    apply_weights_conventions and of the paper's design (detection.paper_design, for the column's known weights)."""
+    changes: dict = {}
 
     def put(key: str, node: CN, attr: str, value) -> None:
         old = getattr(node, attr)
@@ -195,8 +206,6 @@ def apply_weights_conventions(cfg: CN, *, log: bool = True) -> dict:
     name = cfg.MODEL.BACKBONES.NAME
     if name in list_models() and model_info(name).family in ("resnet", "plain"):  # the nets with a stride placement
         put("MODEL.BACKBONES.STRIDE_IN_1X1", cfg.MODEL.BACKBONES, "STRIDE_IN_1X1", meta.stride_in_1x1)
-    if log:
-        log_weights_conventions(changes, f"{path}, format {weights.source_format}")
     return changes
 
 
