@@ -253,20 +253,24 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
     return report
 
 
-def create_model_with_weights(name: str, path: str | os.PathLike, *, num_classes: int = 1000,
+def create_model_with_weights(name: str, path: str | os.PathLike, *, num_classes: int | None = None,
                               **options) -> tuple[nn.Module, LoadReport]:
     """Build the registered `name` and load the weights file `path` into it, strictly: what torch.hub and timm
     callers get (hubconf.py, backbones.timm_models). Two things are taken from the file because such a caller cannot
     know them: the stride placement the weights were trained with (unless `options` set stride_in_1x1), and whether
-    its classifier fits -- it is dropped (the model keeps its fresh one) when num_classes differs from the file's
-    or is 0. Anything else that does not fit raises IncompatibleWeightsError naming the keys; nothing is loaded."""
+    its classifier fits -- num_classes None (default) takes the file's classifier as it is (none: no classifier,
+    never a silently fresh one); a number that differs from the file's, or 0, drops it (the model's is fresh, as
+    asked). Anything else that does not fit raises IncompatibleWeightsError naming the keys; nothing is loaded."""
     w = read_weights_file(path)
     if ("stride_in_1x1" in model_options(name) and "stride_in_1x1" not in options
             and w.meta.stride_in_1x1 is not None):
         options = {**options, "stride_in_1x1": w.meta.stride_in_1x1}
-    model = create_model(name, num_classes=num_classes, **options)
-    converted, _, _ = convert_state_dict(w.state_dict, w.source_format, list(model.state_dict()))
+    probe = create_model(name, num_classes=1, **options)  # the file's names in the model's terms, for its classifier
+    converted, _, _ = convert_state_dict(w.state_dict, w.source_format, list(probe.state_dict()))
     theirs = converted.get(CLASSIFIER_PREFIX + "weight")
+    if num_classes is None:
+        num_classes = int(theirs.shape[0]) if hasattr(theirs, "shape") else 0
+    model = create_model(name, num_classes=num_classes, **options)
     keep_classifier = num_classes > 0 and getattr(theirs, "shape", (None,))[0] == num_classes
     report = load_state_dict_into(model, w.state_dict, w.source_format, w.meta, source=str(path), strict=True,
                                   drop_classifier=not keep_classifier)

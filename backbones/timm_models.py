@@ -5,7 +5,7 @@ mmdet/YOLO forks, segmentation_models_pytorch):
     timm.list_models("rdb_*")                          # every backbones.list_models() name, prefixed
     trunk = timm.create_model("rdb_plain34", features_only=True, out_indices=(2, 3, 4))
     trunk.feature_info.channels(), trunk.feature_info.reduction()   # [128, 256, 512], [8, 16, 32]
-    net = timm.create_model("rdb_resnet50", pretrained=True, pretrained_cfg_overlay=dict(file="R-50.pkl"))
+    net = timm.create_model("rdb_resnet50", pretrained=True, pretrained_cfg_overlay=dict(file="r50_tv.pth"))
 
 PREFIX "rdb_" (resnet-detection-benchmark) keeps our nets apart from timm's own resnet50 / vgg16, which are other
 networks (stride placement, stem, VGG's classifier). Each name's pretrained_cfg is derived from backbones.model_info
@@ -81,9 +81,9 @@ class TimmFeatures(nn.Module):
         return [y for _, y in run_stages(self.named_children(), x, self.out_names)]
 
 
-def _build(name: str, pretrained: bool, cfg: dict, num_classes: int, options: dict) -> nn.Module:
+def _build(name: str, pretrained: bool, cfg: dict, num_classes: int | None, options: dict) -> nn.Module:
     if not pretrained:
-        return create_model(name, num_classes=num_classes, **options)
+        return create_model(name, num_classes=1000 if num_classes is None else num_classes, **options)
     path = cfg.get("file")
     if not path:
         raise ValueError(f"{timm_name(name)} has no published weights to download; pass the file: "
@@ -102,11 +102,12 @@ def _build(name: str, pretrained: bool, cfg: dict, num_classes: int, options: di
 def _entrypoint(name: str):
     def create(pretrained: bool = False, pretrained_cfg=None, pretrained_cfg_overlay: dict | None = None,
                cache_dir=None, *, features_only: bool = False, out_indices: Sequence[int] | None = None,
-               num_classes: int = 1000, in_chans: int | None = None, **options) -> nn.Module:
+               num_classes: int | None = None, in_chans: int | None = None, **options) -> nn.Module:
         cfg = timm.models.resolve_pretrained_cfg(timm_name(name), pretrained_cfg=pretrained_cfg,
                                                  pretrained_cfg_overlay=pretrained_cfg_overlay).to_dict()
         if in_chans is not None:
             options["in_channels"] = in_chans  # timm's spelling of our builders' option (create_model checks it)
+        # num_classes None: the file's classifier (never a silently fresh one), else the registry's 1000
         model = _build(name, pretrained, cfg, 0 if features_only else num_classes, options)
         if features_only:
             model = TimmFeatures(model, out_indices)

@@ -189,3 +189,15 @@ def det_args(data: Path, out: Path, max_iter: int = 4, *extra: str) -> list[str]
             "64", "INPUT.MAX_SIZE_TEST", "64", "SOLVER.IMS_PER_BATCH", "2", "SOLVER.MAX_ITER", str(max_iter),
             "SOLVER.CHECKPOINT_PERIOD", "2", "SOLVER.WARMUP_ITERS", "1", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "8",
             "MODEL.RPN.POST_NMS_TOPK_TEST", "10", "DATALOADER.NUM_WORKERS", "0", "OUTPUT_DIR", str(out)]
+
+
+def with_random_bn_statistics(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
+    """`model` in eval mode with non-trivial BN running statistics, so that a weights check is not passed by the
+    identity statistics of a fresh net."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return model.eval()

@@ -38,7 +38,8 @@ class DegradationRecipe:
     Goyal et al. (2017, Detectron2's WarmupLinear): lr rising linearly from 0.1 x warmup_factor to 0.1 over the
     first quarter of the run -- one rule for all four nets (a deviation from the paper, which warms up only
     ResNet-110). 1600 iterations keep lr 0.1 to iteration 800; 3 seeds of the 4 nets
-    (the degradation preset) take 120 min on 2 cores of the AMD EPYC VM by the dry run, 162 on the Intel Xeon VM."""
+    (the degradation preset) take 120 min on 2 cores of the AMD EPYC VM by the dry run, 126-162 on the Intel Xeon VM.
+    With it every seed of every net left chance (RESULTS.md, results/degradation_2026-12-05_intel.json)."""
 
     models: tuple[str, ...] = ("cifar_plain20", "cifar_plain56", "cifar_resnet20", "cifar_resnet56")
     iterations: int = 1600  # 3.4 epochs of the 60,000 composites; lr 0.1 to 800, x0.1 at 800 and 1200

@@ -47,3 +47,13 @@ def test_hub_load_refuses_weights_of_another_net_naming_the_keys(tmp_path):
         torch.hub.load(str(REPO), "resnet34", source="local", weights=str(tmp_path / "r18.pth"))
     with pytest.raises(TypeError, match="resnet18 has no option 'depth'"):
         torch.hub.load(str(REPO), "resnet18", source="local", depth=34)
+
+
+def test_a_file_with_another_head_keeps_its_head_unless_num_classes_is_given(tmp_path):
+    """No silently fresh 1000-way classifier: the file's 10-way head by default, a fresh one only when asked."""
+    ten = backbones.create_model("cifar_resnet20", num_classes=10)
+    path = backbones.save_pretrained(ten, tmp_path / "c10.pth")
+    net = torch.hub.load(str(REPO), "cifar_resnet20", source="local", weights=str(path))
+    assert net.fc.out_features == 10 and torch.equal(net.fc.weight, ten.fc.weight)
+    assert torch.hub.load(str(REPO), "cifar_resnet20", source="local", weights=str(path), num_classes=3
+                          ).fc.out_features == 3

@@ -12,24 +12,17 @@ import torchvision
 import backbones
 import backbones.timm_models
 from backbones.timm_models import PREFIX, TimmFeatures, timm_name
+from conftest import with_random_bn_statistics
 
 # one net of each family: the metadata is set per family (backbones.resnet / backbones.vgg _register)
 FAMILY_REPRESENTATIVES = ["resnet18", "plain18", "vgg11", "vgg11_bn", "cifar_resnet20", "cifar_plain20"]
 
 
-def _randomized(model):
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
 def tv_resnet18(tmp_path_factory):
-    model = _randomized(torchvision.models.resnet18(weights=None))
+    model = with_random_bn_statistics(torchvision.models.resnet18(weights=None))
     path = tmp_path_factory.mktemp("weights") / "resnet18_torchvision.pth"
     torch.save(model.state_dict(), path)
     return model, path

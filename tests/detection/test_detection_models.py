@@ -14,6 +14,7 @@ from detectron2.utils.events import EventStorage
 
 import backbones
 from backbones.blocks import set_norm_folding
+from conftest import with_random_bn_statistics
 from detection import BackbonesCheckpointer, get_detection_cfg
 from detection.modeling import BackbonesRCNN, BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
 
@@ -179,18 +180,10 @@ def test_r50_c4_matches_detectron2_builtin():
 
 # ---- MODEL.WEIGHTS in every format ------------------------------------------------------------------------
 
-def _randomized(model):
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
-    return model
 
 
 def test_torchvision_resnet_weights_set_conventions_and_fill_trunk_and_head(tmp_path):
-    tv = _randomized(torchvision.models.resnet50(weights=None))
+    tv = with_random_bn_statistics(torchvision.models.resnet50(weights=None))
     torch.save(tv.state_dict(), tmp_path / "r50_tv.pth")
     cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_50_C4.yaml",
                             ["MODEL.DEVICE", "cpu", "MODEL.WEIGHTS", str(tmp_path / "r50_tv.pth")])
@@ -392,7 +385,7 @@ def test_trunk_features_equal_timms_and_the_backbones_api_for_the_same_weights(t
 
     import backbones.timm_models  # noqa: F401  (registers rdb_*)
 
-    tv = _randomized(torchvision.models.resnet18(weights=None))
+    tv = with_random_bn_statistics(torchvision.models.resnet18(weights=None))
     path = tmp_path / "r18_tv.pth"
     torch.save(tv.state_dict(), path)
     cfg = tiny_cfg("configs/COCO-Detection/faster_rcnn_R_101_FPN.yaml", "MODEL.BACKBONES.NAME", "resnet18",
