@@ -17,12 +17,15 @@ import numpy as np
 import torch
 
 __all__ = ["WeightsMeta", "KNOWN_META", "unwrap_checkpoint", "detect_format", "convert_state_dict",
-           "FormatError", "MetadataError", "TORCHVISION_MEAN", "TORCHVISION_STD", "MSRA_MEAN"]
+           "FormatError", "MetadataError", "TORCHVISION_MEAN", "TORCHVISION_STD", "DETECTRON2_BGR_MEAN"]
 
 # Pixel statistics in 0-255 units, as Detectron2's PIXEL_MEAN / PIXEL_STD.
 TORCHVISION_MEAN = (123.675, 116.28, 103.53)  # RGB; = (0.485, 0.456, 0.406) * 255
 TORCHVISION_STD = (58.395, 57.12, 57.375)  # RGB; = (0.229, 0.224, 0.225) * 255
-MSRA_MEAN = (103.530, 116.280, 123.675)  # BGR; MSRA/Caffe models absorb the std into conv1: std = 1
+# What Detectron2 feeds MSRA's converted R-*.pkl (its default PIXEL_MEAN, std 1: they absorb the std into conv1):
+# torchvision's mean in BGR order, not a mean MSRA published (no reference file states MSRA's own; FIDELITY.md,
+# "pixel mean"), hence the name.
+DETECTRON2_BGR_MEAN = tuple(reversed(TORCHVISION_MEAN))  # (103.53, 116.28, 123.675)
 
 
 class FormatError(ValueError):
@@ -99,7 +102,7 @@ KNOWN_META = {
     "torchvision": WeightsMeta("torchvision", stride_in_1x1=False, input_format="RGB",
                                pixel_mean=TORCHVISION_MEAN, pixel_std=TORCHVISION_STD),
     # MSRA's original release, via Detectron/Caffe2 (R-50.pkl, R-101.pkl): BGR, mean only, stride in 1x1.
-    "caffe2": WeightsMeta("caffe2", stride_in_1x1=True, input_format="BGR", pixel_mean=MSRA_MEAN,
+    "caffe2": WeightsMeta("caffe2", stride_in_1x1=True, input_format="BGR", pixel_mean=DETECTRON2_BGR_MEAN,
                           pixel_std=(1.0, 1.0, 1.0)),
     "detectron2": WeightsMeta("detectron2"),  # depends on how it was trained; the file rarely says
 }

@@ -18,7 +18,7 @@ from backbones import (
     save_pretrained,
 )
 from backbones.blocks import set_norm_folding
-from backbones.weight_formats import MSRA_MEAN, TORCHVISION_MEAN
+from backbones.weight_formats import DETECTRON2_BGR_MEAN, TORCHVISION_MEAN
 from conftest import run_tool
 
 
@@ -185,7 +185,7 @@ def test_msra_caffe2_pkl(tmp_path, bn_style):
     report = load_pretrained(ours, path)
     assert report.ok, report.summary()
     assert report.source_format == "caffe2" and report.meta.input_format == "BGR"
-    assert report.meta.pixel_mean == MSRA_MEAN and report.meta.stride_in_1x1 is True
+    assert report.meta.pixel_mean == DETECTRON2_BGR_MEAN and report.meta.stride_in_1x1 is True
     assert any(k.endswith("_momentum") for k in report.skipped)
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
@@ -349,7 +349,7 @@ def test_convert_weights_cli_infers_architecture_and_keeps_metadata(tmp_path):
     ours = create_model("resnet101").eval()
     report = load_pretrained(ours, tmp_path / "r101.pth")
     assert report.source_format == "backbones" and report.meta.input_format == "BGR"
-    assert report.meta.pixel_mean == MSRA_MEAN and report.meta.stride_in_1x1 is True
+    assert report.meta.pixel_mean == DETECTRON2_BGR_MEAN and report.meta.stride_in_1x1 is True
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert_same_function(ours(x), ref(x))
