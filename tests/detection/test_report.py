@@ -177,7 +177,7 @@ def _table(paths, kind="coco"):
 
 
 def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
-    # (tests/test_report_paper.py checks each condition of the paper's design; here: splits and width)
+    # (tests/detection/test_report_paper.py checks each condition of the paper's design; here: splits and width)
     paper = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, extra_cfg=paper_config("coco", "VGG-16")),
              make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, extra_cfg=paper_config("coco", "ResNet-101"))]
     head, _ = _table(write_report(paper, tmp_path / "paper"))
