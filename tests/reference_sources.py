@@ -10,11 +10,15 @@ tests/configs/test_reference_manifest.py). A locator is `FILE:SELECTOR` (FIDELIT
   a layer by name, then fields; `param[1]` picks a repeated field; a param_str is read as the YAML it is. A layer
   or field the file lacks is a LocatorError -- never a silent default. Two explicit suffixes say what the source
   means by leaving something out:
-  - `...|default`: the field is omitted and Caffe's default applies (CAFFE_DEFAULTS, keyed by the field path
-    below the layer, e.g. `coco/train.prototxt:conv3_1.param[1].decay_mult|default` reads 1.0). The layer must
-    exist, the path must be a CAFFE_DEFAULTS key, and the field must really be omitted (a set field is an error);
-  - `...|absent`: the net has no layer of that name (reads None), e.g. `coco/train.prototxt:drop6|absent`; the
-    name must be a layer of another reference prototxt, so a misspelt name cannot pass as an absent layer.
+  - `...|default`: the field is omitted and Caffe's default applies (CAFFE_DEFAULTS: the layer types that have the
+    field, and caffe.proto's declaration, whose `[default = ...]` is the value), e.g.
+    `coco/train.prototxt:conv3_1.param[1].decay_mult|default` reads 1.0. The layer must exist and be of a type
+    that has the field; every indexed message on the way (`param[1]`: the layer's second ParamSpec) must exist, so
+    only the field itself, or an optional message holding it (`smooth_l1_loss_param`), may be omitted; and the
+    field must really be omitted (a set field is an error);
+  - `...|absent`: the net has no layer of that *type* (reads None), e.g. `coco/train.prototxt:Dropout|absent`; the
+    type must be a layer type of some reference prototxt, so a misspelt type cannot pass as an absent one, and a
+    layer renamed in the net cannot hide.
 - `test.py:test_net(thresh)`        a function's default argument; `anchor_target_layer.py:get('allowed_border')`
   the default of a `.get(key, default)` call; `pascal_voc.py:{'use_diff'}` the value of a dict-literal key
 - `prototxt/ResNet-101-deploy.prototxt:res3a_branch2a.convolution_param.stride`  MSRA's released prototxts
@@ -33,17 +37,42 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
-# Fields Caffe fills in when a prototxt omits them (BVLC caffe.proto: ParamSpec.lr_mult / decay_mult,
-# DropoutParameter.dropout_ratio; SmoothL1LossParameter.sigma from py-faster-rcnn's caffe-fast-rcnn fork), keyed by
-# the field path below the layer: what the source *means* when it is silent. Read only through `...|default`.
-CAFFE_DEFAULTS = {"param.lr_mult": 1.0, "param.decay_mult": 1.0, "smooth_l1_loss_param.sigma": 1.0,
-                  "dropout_param.dropout_ratio": 0.5}
+@dataclass(frozen=True)
+class CaffeDefault:
+    """A field Caffe fills in when a prototxt omits it: what the source *means* when it is silent."""
+
+    layer_types: tuple[str, ...]  # the layer types that have the field
+    proto: str  # the caffe.proto and message declaring it
+    declaration: str  # the declaring line, verbatim: its `[default = ...]` is the value
+
+    @property
+    def value(self):
+        m = re.search(r"\[default = ([^\]]+)\]", self.declaration)
+        if not m:
+            raise LocatorError(f"{self.proto}: {self.declaration!r} declares no default")
+        return float(m.group(1)) if "float" in self.declaration.split() else _scalar(m.group(1))
+
+
+BVLC = "BVLC caffe src/caffe/proto/caffe.proto"
+# Keyed by the field path below the layer. Read only through `...|default`.
+CAFFE_DEFAULTS = {
+    "param.lr_mult": CaffeDefault(("Convolution", "InnerProduct"), f"{BVLC}, message ParamSpec",
+                                  "optional float lr_mult = 3 [default = 1.0];"),
+    "param.decay_mult": CaffeDefault(("Convolution", "InnerProduct"), f"{BVLC}, message ParamSpec",
+                                     "optional float decay_mult = 4 [default = 1.0];"),
+    "dropout_param.dropout_ratio": CaffeDefault(("Dropout",), f"{BVLC}, message DropoutParameter",
+                                                "optional float dropout_ratio = 1 [default = 0.5]; // dropout ratio"),
+    "smooth_l1_loss_param.sigma": CaffeDefault(
+        ("SmoothL1Loss",), "py-faster-rcnn's caffe-fast-rcnn fork, src/caffe/proto/caffe.proto, message "
+                           "SmoothL1LossParameter", "optional float sigma = 1 [default = 1];"),
+}
 
 PROTOTXT_DIRS = {"coco": "models/coco/VGG16/faster_rcnn_end2end",
                  "pascal_voc": "models/pascal_voc/VGG16/faster_rcnn_end2end"}
@@ -107,8 +136,13 @@ def _scalar(word: str):
     return {"true": True, "false": False}.get(word, word)
 
 
-def _layer_names(message: list) -> set[str]:
-    return {name for k, lay in message if k == "layer" for f, name in lay if f == "name"}
+def _layer_field(layer: list, field: str) -> set:
+    return {v for f, v in layer if f == field}
+
+
+def _layers_of(message: list, field: str) -> set:
+    """The names (field "name") or types (field "type") of a net's layers."""
+    return {v for k, lay in message if k == "layer" for v in _layer_field(lay, field)}
 
 
 def _prototxt_value(message: list, selector: str, suffix: str | None, others: list[Path]):
@@ -118,25 +152,35 @@ def _prototxt_value(message: list, selector: str, suffix: str | None, others: li
     node: object = message
     if suffix == "absent":
         if not layers or len(parts) != 1:
-            raise LocatorError("|absent names one layer of a net: FILE:LAYER|absent")
-        if parts[0] in _layer_names(message):
-            raise LocatorError(f"the net has a layer {parts[0]!r}: it is not absent")
-        if not any(parts[0] in _layer_names(parse_prototxt(p.read_text(encoding="utf-8"))) for p in others):
-            raise LocatorError(f"no reference prototxt has a layer {parts[0]!r}: a misspelt name?")
+            raise LocatorError("|absent names one layer type of a net: FILE:TYPE|absent")
+        named = [lay for lay in layers if parts[0] in _layer_field(lay, "type")]
+        if named:
+            raise LocatorError(f"the net has {len(named)} layer(s) of type {parts[0]!r} "
+                               f"({', '.join(sorted(v for lay in named for v in _layer_field(lay, 'name')))}): "
+                               "it is not absent")
+        if not any(parts[0] in _layers_of(parse_prototxt(p.read_text(encoding="utf-8")), "type") for p in others):
+            raise LocatorError(f"no reference prototxt has a layer of type {parts[0]!r}: a misspelt type?")
         return None
+    layer_type = None
     if layers:  # a net: the first part names a layer
         named = [lay for lay in layers if ("name", parts[0]) in lay]
         if not named:
             raise LocatorError(f"the net has no layer {parts[0]!r}")
         node, parts = named[0], parts[1:]
+        layer_type = next(iter(_layer_field(node, "type")), None)
     fields = [re.fullmatch(r"(\w+)(?:\[(\d+)\])?", part) for part in parts]
     if not parts or not all(fields):
         raise LocatorError(f"{'.'.join(parts)!r} is not a field path (field, field[i], ...)")
+    default = None
     if suffix == "default":
         path = ".".join(m.group(1) for m in fields)
         if path not in CAFFE_DEFAULTS:
             raise LocatorError(f"|default: Caffe's default of {path!r} is not known here ({sorted(CAFFE_DEFAULTS)})")
-    for part, m in zip(parts, fields):
+        default = CAFFE_DEFAULTS[path]
+        if layer_type not in default.layer_types:
+            raise LocatorError(f"|default: the layer is a {layer_type}, and {path!r} is a field of "
+                               f"{' / '.join(default.layer_types)} layers ({default.proto})")
+    for i, (part, m) in enumerate(zip(parts, fields)):
         if isinstance(node, dict):  # inside a param_str
             if part not in node:
                 raise LocatorError(f"no key {part!r} in param_str {node!r}")
@@ -145,9 +189,11 @@ def _prototxt_value(message: list, selector: str, suffix: str | None, others: li
         field, index = m.group(1), int(m.group(2) or 0)
         values = [v for k, v in node if k == field]
         if index >= len(values):
-            if suffix == "default":  # the field, or the message holding it, is omitted: Caffe's default
-                return CAFFE_DEFAULTS[path]
-            raise LocatorError(f"no field {part!r} (a field the source omits is cited with |default)")
+            last, indexed = i == len(parts) - 1, m.group(2) is not None
+            if default is not None and (last or not indexed):  # the field, or the optional message holding it,
+                return default.value                            # is omitted: Caffe's default
+            raise LocatorError(f"no field {part!r} (the layer has {len(values)} {field!r})" if indexed else
+                               f"no field {part!r} (a field the source omits is cited with |default)")
         node = values[index]
         if field == "param_str":
             node = yaml.safe_load(node.replace("!!python/tuple", ""))
