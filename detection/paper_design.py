@@ -4,8 +4,8 @@ config of each paper column resolves them to.
 The design keys are every key the paper configs (configs/COCO-Detection/faster_rcnn_*.yaml,
 configs/PascalVOC-Detection/faster_rcnn_*.yaml and their _BASE_ files) set, less bookkeeping. Both consumers derive
 from this one set, not from hand lists:
-- configs/FIDELITY.md has a row for every key the configs set, or the key is in UNROWED with its reason
-  (tests/configs/test_config_fidelity.py);
+- configs/FIDELITY.md has a row for every key the configs set, or the key is in UNROWED with its reason, and a row
+  for every BEHAVIOURS entry: the parts of the design that are code, not keys (tests/configs/test_config_fidelity.py);
 - the report's paper column opens only for a run whose recorded config equals its column's config on every design
   key (detection/report/paper.py), the keys whose value follows MODEL.WEIGHTS' metadata (input format, pixel
   statistics, stride placement) taken from the column's ImageNet model, as a run that loads it records them.
@@ -24,7 +24,7 @@ from typing import Any
 from .main_job.project import ProjectFilesNotFound, project_files
 from .safe_yaml import load_yaml
 
-__all__ = ["PAPER_CONFIG_GLOBS", "UNROWED", "Unrowed", "PaperConfigsNotFound", "paper_config_files", "keys_set",
+__all__ = ["PAPER_CONFIG_GLOBS", "UNROWED", "Unrowed", "BEHAVIOURS", "Behaviour", "PaperConfigsNotFound", "paper_config_files", "keys_set",
            "config_keys", "design_keys", "paper_design"]
 
 PAPER_CONFIG_GLOBS = ("COCO-Detection/faster_rcnn_*.yaml", "PascalVOC-Detection/faster_rcnn_*.yaml")
@@ -57,6 +57,34 @@ UNROWED = {
     "MODEL.FPN.IN_FEATURES": Unrowed(True, "set only by the FPN configs, the modern baseline, not the paper's design"),
     "MODEL.ROI_BOX_HEAD.NAME": Unrowed(True, "set only by the FPN configs (the paper's heads: the 'RoI head' rows)"),
     "MODEL.ROI_BOX_HEAD.NUM_FC": Unrowed(True, "set only by the FPN configs (the paper's heads: the 'RoI head' rows)"),
+}
+
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """A part of the design no config key sets: what the code does, the same in every run (so the report's paper
+    column cannot check it; configs/FIDELITY.md has a row for it, with key "—")."""
+
+    scope: str  # FIDELITY.md's scope words: which paper configs it concerns
+    where: tuple[str, ...]  # the code that does it, as pkgutil.resolve_name names it (the test resolves each)
+
+
+BEHAVIOURS = {
+    "resize interpolation": Behaviour("all", ("detectron2.data.transforms:ResizeShortestEdge",)),
+    "RPN head init": Behaviour("all", ("detectron2.modeling.proposal_generator.rpn:StandardRPNHead",)),
+    "pre-NMS top-k and the min-size filter": Behaviour(
+        "all", ("detectron2.modeling.proposal_generator.proposal_utils:find_top_rpn_proposals",)),
+    "lowest background IoU": Behaviour("all", ("detectron2.modeling.roi_heads.roi_heads:ROIHeads."
+                                               "label_and_sample_proposals",)),
+    "predictor init": Behaviour("all", ("detectron2.modeling.roi_heads.fast_rcnn:FastRCNNOutputLayers",)),
+    "box-scale clamp": Behaviour("all", ("detectron2.modeling.box_regression:Box2BoxTransform",)),
+    "box width": Behaviour("all", ("detectron2.modeling.box_regression:Box2BoxTransform",
+                                   "detectron2.modeling.anchor_generator:DefaultAnchorGenerator",
+                                   "detection.datasets.voc:load_voc_instances", "detection.evaluation.voc:voc_match")),
+    "crowd boxes, COCO": Behaviour("COCO", ("detectron2.data.dataset_mapper:DatasetMapper",)),
+    "res5 in the RoI head": Behaviour("C4", ("detection.modeling:BackbonesRes5ROIHeads",)),
+    "training scheme": Behaviour("all", ("detection.modeling:BackbonesRCNN",)),
 }
 
 # Design keys the report checks in words of its own (paper.paper_reference), not as a key and value: the backbone,

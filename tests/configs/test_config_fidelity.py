@@ -5,6 +5,8 @@ row where the two differ says why, and every key the paper configs set has, for 
 
 import ast
 import glob
+import hashlib
+import pkgutil
 import re
 
 import pytest
@@ -12,8 +14,8 @@ import pytest
 from classification.analysis.degradation import RECIPE
 from classification.engine.config import TEST_MODES, ClsConfig
 from detection import get_detection_cfg
-from detection.paper_design import UNROWED, keys_set, paper_config_files
-from reference_sources import LocatorError, numbers_in, read_value, split_quote
+from detection.paper_design import BEHAVIOURS, UNROWED, keys_set, paper_config_files
+from reference_sources import CAFFE_DEFAULTS, LocatorError, numbers_in, read_value, split_quote
 
 FIDELITY = "configs/FIDELITY.md"
 CONFIGS = sorted(glob.glob("configs/COCO-Detection/faster_rcnn_*.yaml")
@@ -34,13 +36,6 @@ SCOPES = {
     "plain-34": lambda p: "plain_34" in p,
 }
 COLUMNS = ("setting", "key", "scope", "source_value", "source", "ours", "why")
-
-# The rows of settings that are behaviours of the code, not config keys ("—" in the key column): nothing to derive
-# them from, so they are listed here (every keyed row is derived from the configs: coverage_problems).
-BEHAVIOURS = {"resize interpolation": "all", "RPN head init": "all", "pre-NMS top-k and the min-size filter": "all",
-              "lowest background IoU": "all", "predictor init": "all", "box-scale clamp": "all",
-              "crowd boxes, COCO": "COCO", "res5 in the RoI head": "C4", "training scheme": "all"}
-
 
 def _rows(section: str, columns=COLUMNS, text: str | None = None) -> list[dict]:
     text = text if text is not None else open(FIDELITY, encoding="utf-8").read()
@@ -118,8 +113,11 @@ def coverage_problems(rows: list[dict], keys_of=keys_set) -> list[str]:
     problems += [f"UNROWED {key}: no paper config sets it" for key in UNROWED if key not in set_anywhere]
     problems += [f"UNROWED {key}: it has a row in {FIDELITY}" for key in UNROWED if key in rowed]
     behaviours = {r["setting"]: r["scope"] for r in rows if r["key"] == "—"}
-    if behaviours != BEHAVIOURS:
-        problems.append(f"behaviour rows {behaviours} where BEHAVIOURS has {BEHAVIOURS}")
+    wanted = {setting: b.scope for setting, b in BEHAVIOURS.items()}
+    problems += [f"behaviour {s!r} (detection/paper_design.py BEHAVIOURS, scope {c}): no row with key \"—\" and "
+                 f"that scope in {FIDELITY}" for s, c in wanted.items() if behaviours.get(s) != c]
+    problems += [f"{FIDELITY} row {s!r} has key \"—\" but is not in BEHAVIOURS (detection/paper_design.py)"
+                 for s in behaviours if s not in wanted]
     return problems
 
 
@@ -146,8 +144,20 @@ def test_a_deleted_or_narrowed_row_and_a_new_config_key_are_named():
     assert new_key and all(p.startswith("MODEL.RPN.LOSS_WEIGHT set by") for p in new_key)
     behaviour = [r for r in DETECTION_ROWS if r["setting"] != "box-scale clamp"]
     assert coverage_problems(behaviour) == [
-        f"behaviour rows { {s: c for s, c in BEHAVIOURS.items() if s != 'box-scale clamp'} } where BEHAVIOURS has "
-        f"{BEHAVIOURS}"]
+        "behaviour 'box-scale clamp' (detection/paper_design.py BEHAVIOURS, scope all): no row with key \"—\" and "
+        "that scope in configs/FIDELITY.md"]
+    unlisted = [*DETECTION_ROWS, {**_row("box-scale clamp"), "setting": "box clamp"}]
+    assert coverage_problems(unlisted) == [
+        "configs/FIDELITY.md row 'box clamp' has key \"—\" but is not in BEHAVIOURS (detection/paper_design.py)"]
+
+
+@pytest.mark.parametrize("setting", sorted(BEHAVIOURS))
+def test_every_behaviour_names_code_that_exists(setting):
+    """A BEHAVIOURS entry is not a bare name: the code it says does it must resolve (a rename makes it stale)."""
+    import detection  # noqa: F401  (Detectron2's compiled ops load through the plugin)
+
+    for where in BEHAVIOURS[setting].where:
+        assert pkgutil.resolve_name(where) is not None, where
 
 
 @pytest.fixture(scope="module")
@@ -219,13 +229,58 @@ def check_why(row: dict) -> None:
     ours, source = _literal(row["ours"]), _literal(row["source_value"])
     if _same(source, ours) or all(_same(v, ours) for v in _cited_values(row)):
         return
-    assert len(re.findall(r"[A-Za-z]{2,}", row["why"])) >= 3, \
+    assert len(re.findall(r"[A-Za-z]{2,}", STAMP.sub("", row["why"]))) >= 3, \
         f"{row['setting']}: ours {row['ours']} differs from the source's {row['source_value']}: say why"
 
 
 @pytest.mark.parametrize("row", DETECTION_ROWS, ids=lambda r: f"{r['setting']}[{r['scope']}]")
 def test_a_row_whose_ours_differs_from_its_source_says_why(row):
     check_why(row)
+
+
+STAMP = re.compile(r"\s*<!-- stamp ([0-9a-f]{8}) -->$")
+NOT_STAMPED = ("setting", "why")  # a stamp covers every other cell of the row
+
+
+def expected_stamp(row: dict) -> str:
+    cells = "\x1f".join(f"{k}={v}" for k, v in row.items() if k not in NOT_STAMPED)
+    return hashlib.sha256(cells.encode()).hexdigest()[:8]
+
+
+def check_stamp(row: dict) -> None:
+    """A why is stamped with the cells it was written for; a row whose cells changed under an untouched why fails,
+    naming the row and the stamp that would say the why was re-read. A row without a why carries no stamp."""
+    m = STAMP.search(row["why"])
+    text = STAMP.sub("", row["why"]).strip()
+    want = expected_stamp(row)
+    if not text:
+        assert not m, f"{row['setting']}: a stamp but no why"
+        return
+    assert m, f"{row['setting']}: the why has no stamp; once it is right for the row, end it with <!-- stamp {want} -->"
+    assert m.group(1) == want, (
+        f"{row['setting']}: the why was written for other cells (stamp {m.group(1)}; the cells now stamp {want}): "
+        f"re-read it against the key, scope, source and ours, then set <!-- stamp {want} -->")
+
+
+CLASSIFICATION_COLUMNS = ("setting", "key", "scope", "reference", "source", "ours", "why")
+CLASSIFICATION_ROWS = _rows("Classification", CLASSIFICATION_COLUMNS)
+
+
+@pytest.mark.parametrize("row", DETECTION_ROWS + CLASSIFICATION_ROWS, ids=lambda r: f"{r['setting']}[{r['scope']}]")
+def test_every_why_is_stamped_with_the_cells_it_was_written_for(row):
+    check_stamp(row)
+
+
+def test_a_changed_ours_under_an_untouched_why_is_named():
+    """The config value and its ours cell changed together, the why left as it was: the stamp catches it."""
+    row = _row("VOC learning rate")
+    check_stamp(row)
+    with pytest.raises(AssertionError, match=r"VOC learning rate: the why was written for other cells"):
+        check_stamp({**row, "ours": "`0.004`"})
+    with pytest.raises(AssertionError, match=r"VOC learning rate: the why was written for other cells"):
+        check_stamp({**row, "source_value": "`0.002`"})
+    with pytest.raises(AssertionError, match="has no stamp"):
+        check_stamp({**row, "why": STAMP.sub("", row["why"])})
 
 
 def check_paper_numbers(row: dict) -> None:
@@ -268,7 +323,7 @@ def test_a_wrong_source_value_fails_the_check():
     ("bias weight decay", "conv3_1.param[1].decay_mult|default", "conv3_1.param[1].lr_mult|default"),  # it is set
     ("bias weight decay", "conv3_1.param[1].decay_mult|default", "conv3_l.param[1].decay_mult|default"),
     ("VGG-16 fc6/fc7 dropout, VOC", "drop6.dropout_param.dropout_ratio", "drop6.dropout_prm.dropout_ratio"),
-    ("VGG-16 fc6/fc7 dropout, COCO", "drop6|absent", "drp6|absent"),  # a misspelt layer is not an absent one
+    ("VGG-16 fc6/fc7 dropout, COCO", "Dropout|absent", "Dropuot|absent"),  # a misspelt type is not an absent one
     ("VGG-16 fc6/fc7 dropout, VOC", "drop6.dropout_param.dropout_ratio", "dropp6.dropout_param.dropout_ratio"),
     ("RoI box loss", "sigma|default", "sigmaa|default"),
     ("test NMS", "__C.TEST.NMS", "__C.TEST.NMSS"),
@@ -281,6 +336,35 @@ def test_a_misspelt_locator_is_an_error_naming_it(setting, old, new):
     locator = next(loc for loc in _locators(broken) if new in loc)
     with pytest.raises(LocatorError, match=re.escape(repr(locator))):
         check_sources({**row, "source": broken})
+
+
+@pytest.mark.parametrize("setting, old, new, error", [
+    # a |default moved to a layer of another type (a ReLU has no ParamSpec), to a param index the layer lacks, to a
+    # layer where the field is set, or to a loss layer of another type
+    ("bias weight decay", "conv3_1.param[1]", "relu3_1.param[1]", "the layer is a ReLU"),
+    ("bias weight decay", "conv3_1.param[1]", "conv3_1.param[2]", "the layer has 2 'param'"),
+    ("bias weight decay", "conv3_1.param[1]", "conv1_1.param[1]", "the source sets it"),
+    ("RoI box loss", "loss_bbox.smooth_l1", "loss_cls.smooth_l1", "the layer is a SoftmaxWithLoss"),
+    ("RoI box loss", "loss_bbox.smooth_l1", "rpn_loss_bbox.smooth_l1", "the source sets it"),
+    # an |absent type the net has, in another net of the sources
+    ("VGG-16 fc6/fc7 dropout, COCO", "coco/train.prototxt:Dropout|absent", "pascal_voc/train.prototxt:Dropout|absent",
+     "layer(s) of type 'Dropout' (drop6, drop7): it is not absent"),
+    ("VGG-16 fc6/fc7 dropout, COCO", "Dropout|absent", "drop6|absent", "no reference prototxt has a layer of type"),
+])
+def test_a_default_or_absent_locator_is_checked_for_what_it_claims(setting, old, new, error):
+    """|default: an existing layer of a type with that field, the indexed messages present, the field omitted;
+    |absent: no layer of that type (tests/reference_sources.py)."""
+    row = _row(setting)
+    check_sources(row)
+    assert old in row["source"]
+    with pytest.raises(LocatorError, match=re.escape(error)):
+        check_sources({**row, "source": row["source"].replace(old, new)})
+
+
+def test_caffe_defaults_are_read_from_their_declarations():
+    assert {path: d.value for path, d in CAFFE_DEFAULTS.items()} == {
+        "param.lr_mult": 1.0, "param.decay_mult": 1.0, "dropout_param.dropout_ratio": 0.5,
+        "smooth_l1_loss_param.sigma": 1.0}
 
 
 def test_a_drifted_paper_number_fails():
@@ -305,8 +389,7 @@ def test_a_why_is_words_not_a_mark():
         check_why({**row, "why": "-"})
 
 
-@pytest.mark.parametrize("row", _rows("Classification", ("setting", "key", "scope", "reference", "source", "ours",
-                                                         "why")), ids=lambda r: r["setting"])
+@pytest.mark.parametrize("row", CLASSIFICATION_ROWS, ids=lambda r: r["setting"])
 def test_classification_recipe_rows(row):
     # our own document: an expression over ClsConfig, e.g. ClsConfig(dataset="cifar10").base_lr()
     value = eval(row["key"].strip("`"), {"__builtins__": {}}, {"ClsConfig": ClsConfig, "TEST_MODES": TEST_MODES,
