@@ -7,7 +7,9 @@ from pathlib import Path
 
 import yaml
 
+from backbones.weight_formats import KNOWN_META
 from detection import get_detection_cfg
+from detection.config import set_conventions
 from detection.report.paper import PAPER_SETUP
 
 PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
@@ -72,9 +74,12 @@ SAME_SOLVER = "configs/Overlays/COCO-VGG16-same-solver-as-R101.yaml"
 
 def paper_config(kind: str, column: str, *overlays: str, opts=()) -> dict:
     """config.yaml of a run of the repository's config for that paper column (+ overlays, + opts), as the run
-    would record it (Detectron2's full dump, SEED and OUTPUT_DIR left to the run)."""
-    cfg = get_detection_cfg([PAPER_CONFIGS[(kind, column)], *overlays], ["MODEL.DEVICE", "cpu", *opts],
-                            read_weights=False)
+    would record it after loading the column's ImageNet model (its input format, pixel statistics and stride
+    placement set, as apply_weights_conventions does; Detectron2's full dump, SEED and OUTPUT_DIR left to the run)."""
+    cfg = get_detection_cfg([PAPER_CONFIGS[(kind, column)], *overlays], ["MODEL.DEVICE", "cpu"],
+                            freeze=False, read_weights=False)
+    set_conventions(cfg, KNOWN_META[PAPER_SETUP[(kind, column)]["weights_format"]])
+    cfg.merge_from_list(list(opts))  # after the conventions: an option overrides what the weights would set
     config = yaml.safe_load(cfg.dump())
     for key in ("SEED", "OUTPUT_DIR"):
         config.pop(key)
