@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import nn
 
+from .norm import BN_VARIANTS
 from .pretrained import LoadReport, load_state_dict_into, read_weights, save_pretrained
 from .registry import create_model
 from .resnet import IMAGENET_DEPTHS
@@ -34,12 +35,14 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     a = meta.arch
     if a.get("family") and a.get("depth"):  # our checkpoints say what they are
         width = {"width": a["width"]} if a.get("width", 1.0) != 1.0 else {}
-        if a["family"] == "vgg":
-            return f"vgg{a['depth']}" + ("_bn" if a.get("norm") else ""), width
+        if a["family"] == "vgg":  # vgg16_bn: BN or a variant; another norm (GN) is an option of vgg16
+            if a.get("norm") in BN_VARIANTS:
+                return f"vgg{a['depth']}_bn", width
+            return f"vgg{a['depth']}", ({"norm": a["norm"]} if a.get("norm") else {}) | width
         kind = {"resnet": ("resnet", "plain"), "cifar_resnet": ("cifar_resnet", "cifar_plain")}[a["family"]]
         name = f"{kind[0] if a.get('residual', True) else kind[1]}{a['depth']}"
         opts = {k: a[k] for k in ("stride_in_1x1", "preact", "shortcut") if a.get(k) not in (None, "none")}
-        if a.get("norm") not in (None, "BN", "FrozenBN", "SyncBN"):  # BN's variants share its tensors; GN does not
+        if a.get("norm") is not None and a["norm"] not in BN_VARIANTS:  # BN's variants share its tensors; GN does not
             opts["norm"] = a["norm"]
         return name, {**opts, **width}
     if fmt == "torchvision_vgg":

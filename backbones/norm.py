@@ -6,9 +6,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "NORMS"]
+__all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "NORMS", "BN_VARIANTS"]
 
 NORMS = ("BN", "FrozenBN", "GN", "SyncBN", "")
+# One set of tensors (weight, bias, running statistics) under three behaviours: a checkpoint of one loads into
+# another, and a net "with BN" (vgg16_bn) is the same net with any of them. GN has other tensors.
+BN_VARIANTS = frozenset({"BN", "FrozenBN", "SyncBN"})
 
 
 class FrozenBatchNorm2d(nn.Module):

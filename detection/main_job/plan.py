@@ -258,7 +258,9 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
         for norm in plan.pretrain_norms():
             for ps in plan.pretrain_seeds:
                 d = pretrain_dir(out, model, norm, ps)
-                stages.append(Stage(title=f"pretrain {model} x{plan.width:g} with {norm}, seed {ps} ({p_iters} "
+                # "with BN" is the nets' default norm, which a VGG without _bn does not have
+                how = f"with {norm}" if norm != "BN" or model_info(model).normalized else "without norm"
+                stages.append(Stage(title=f"pretrain {model} x{plan.width:g} {how}, seed {ps} ({p_iters} "
                                           f"iterations of {plan.pretrain_batch}, {plan.pretrain_image_size} px)",
                                     out=d, argv=plan.pretrain_args(model, ps, d, p_iters, norm), kind="pretrain",
                                     model=model, init="", iterations=p_iters, pretrain_seed=ps, variant=norm))

@@ -16,6 +16,7 @@ from detectron2.modeling.backbone.fpn import FPN, LastLevelMaxPool
 
 from backbones import FeatureNet, create_model, model_info
 from backbones.features import run_stages
+from backbones.norm import BN_VARIANTS
 
 __all__ = ["BackboneSpec", "BackbonesTrunk", "backbone_spec_from_cfg", "build_backbones_model",
            "trunk_from_model", "fpn_from_trunk", "build_backbones_trunk", "build_backbones_fpn_backbone"]
@@ -38,8 +39,10 @@ def backbone_spec_from_cfg(cfg) -> BackboneSpec:
     options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT, "width": b.WIDTH}
     info = model_info(b.NAME)
     if info.family == "vgg":
-        # vgg16 has no norm layers; vgg16_bn takes MODEL.BACKBONES.NORM for its BN layers.
-        options["norm"] = b.NORM if info.normalized else ""
+        # vgg16_bn's BN layers take MODEL.BACKBONES.NORM. vgg16 has none, so a BN variant (the config's default,
+        # FrozenBN) leaves it without norm, as the paper ran it; GN is added to every conv, as the pretraining net
+        # of a GN arm has it (the main job pretrains and fine-tunes VGG-16 with GN: both must build the same net).
+        options["norm"] = "" if not info.normalized and b.NORM in BN_VARIANTS else b.NORM
         options["dropout"] = b.FC_DROPOUT
     else:
         options.update(preact=b.PREACT, stride_in_1x1=b.STRIDE_IN_1X1)

@@ -101,6 +101,34 @@ def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_
         assert all(ARMS[a].detect_norm == "GN" for a in plan.arms if not ARMS[a].pretrained), preset
 
 
+@pytest.mark.parametrize("model", ["vgg16", "vgg16_bn", "resnet18", "plain18"])
+def test_every_pretrained_arm_fine_tunes_the_net_its_pretraining_stage_builds(model, tmp_path):
+    """The checkpoint a pretraining stage writes (its net built with plan.pretrain_options, saved as train_cls saves
+    it) loads strictly into the detection leg of each pretrained arm -- for vgg16 too, which has no BN of its own:
+    its GN arm pretrains and fine-tunes VGG-16 with GN, its paper arm without norm (a job once failed here after
+    25 minutes of pretraining)."""
+    from detectron2.modeling import build_model
+
+    from backbones import create_model, save_pretrained
+    from detection.checkpoint import BackbonesCheckpointer
+    from detection.config import get_detection_cfg
+    from detection.main_job.arms import ARMS
+
+    plan = MainJobPlan(width=0.125)
+    for arm in (a for a in ARMS.values() if a.pretrained):
+        net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
+        weights = save_pretrained(net, tmp_path / f"{arm.name}.pth")
+        cfg = get_detection_cfg(leg_config_files(model, arm=arm.name),
+                                ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH",
+                                 str(plan.width), "MODEL.WEIGHTS", str(weights)], read_weights=False)
+        detector = build_model(cfg)
+        BackbonesCheckpointer(detector, strict_backbone=True).load(str(weights))  # raises on any misfit key
+        norms = {type(m).__name__ for m in detector.backbones_model.modules()} & {
+            "GroupNorm", "BatchNorm2d", "FrozenBatchNorm2d"}
+        if arm.pretrain_norm == "GN":
+            assert "GroupNorm" in norms, (model, arm.name)
+
+
 def test_compared_arms_differ_only_in_their_factor_and_an_unfair_pair_is_refused(monkeypatch):
     """The resolved configs of each compared pair of arms differ only in the keys their factor names; an overlay
     that changes anything else (here: the scratch arm's lr) stops the plan naming the key, unless overridden."""
