@@ -79,7 +79,8 @@ def paper_config(kind: str, column: str, *overlays: str, opts=()) -> dict:
     cfg = get_detection_cfg([PAPER_CONFIGS[(kind, column)], *overlays], ["MODEL.DEVICE", "cpu"],
                             freeze=False, read_weights=False)
     set_conventions(cfg, KNOWN_META[PAPER_SETUP[(kind, column)]["weights_format"]])
-    cfg.merge_from_list(list(opts))  # after the conventions: an option overrides what the weights would set
+    cfg.merge_from_list(list(opts))  # after the conventions, as recorded by a run that sets
+    #   MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS False (otherwise the weights' metadata replaces those keys)
     config = yaml.safe_load(cfg.dump())
     for key in ("SEED", "OUTPUT_DIR"):
         config.pop(key)

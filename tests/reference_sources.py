@@ -48,7 +48,8 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 class CaffeDefault:
     """A field Caffe fills in when a prototxt omits it: what the source *means* when it is silent."""
 
-    layer_types: tuple[str, ...]  # the layer types that have the field
+    layer_types: tuple[str, ...]  # the layer types whose values the field governs in the reference nets (caffe.proto
+    #   lets every layer carry `param`, but only layers with learnable blobs use it): a |default elsewhere is an error
     proto: str  # the caffe.proto and message declaring it
     declaration: str  # the declaring line, verbatim: its `[default = ...]` is the value
 

@@ -8,7 +8,9 @@ A paper column is shown only beside a run of the paper's own design, as its conf
   config of *that column* resolves it to, the conventions of the column's ImageNet model included. So Table 8's
   VGG-16 column (the Faster R-CNN TPAMI model at lr 0.003) does not stand beside a VGG-16 run with
   configs/Overlays/COCO-VGG16-same-solver-as-R101.yaml, nor any run with ROIAlign, FPN anchors, another test NMS or
-  a shortened schedule;
+  a shortened schedule. A key no paper config sets is not checked: the configs set every Detectron2 default that
+  is part of the design (configs/Base-Backbones.yaml: GAMMA, the scheduler, the loss types, ...); what they leave
+  unset is not used by this detector (TEST.AUG: no test-time augmentation runs here) or is not the design's;
 - initialised from the ImageNet model that column's config loads (not from scratch, not our own pretraining).
 Every other run gets, instead of a number, one line that names the conditions it misses (the first differing keys).
 """

@@ -45,6 +45,16 @@ def test_the_paper_setup_of_each_column_is_what_its_config_sets(kind, column):
             f"{config_name}: {key}"
 
 
+def test_the_paper_design_holds_values_the_paper_and_its_sources_state():
+    """A few literals, so the derivation is checked against something it does not compute itself."""
+    r101, vgg = (paper_design(PAPER_SETUP[("coco", c)]["config"], PAPER_SETUP[("coco", c)]["weights_format"])
+                 for c in ("ResNet-101", "VGG-16"))
+    assert r101["MODEL.ROI_BOX_HEAD.POOLER_TYPE"] == "ROIPool" and r101["MODEL.RPN.POST_NMS_TOPK_TEST"] == 300
+    assert r101["MODEL.BACKBONES.STRIDE_IN_1X1"] is True and r101["INPUT.FORMAT"] == "BGR"
+    assert tuple(r101["SOLVER.STEPS"]) == (240000,) and r101["SOLVER.GAMMA"] == 0.1
+    assert vgg["SOLVER.BASE_LR"] == 0.003 and vgg["INPUT.FORMAT"] == "RGB" and vgg["MODEL.BACKBONES.FC_DROPOUT"] == 0.0
+
+
 @pytest.mark.parametrize("kind, column", sorted(PAPER_SETUP))
 def test_a_run_of_the_papers_own_design_gets_its_column(tmp_path, kind, column):
     assert judge(tmp_path, kind, column) == (PAPER_REFERENCE[kind][column], None)
@@ -98,7 +108,9 @@ def test_every_design_key_changed_alone_closes_the_gate_and_is_named(tmp_path, k
     ("voc", "ResNet-101", ("MODEL.ANCHOR_GENERATOR.SIZES", "[[64, 128, 256, 512]]"),
      "MODEL.ANCHOR_GENERATOR.SIZES ((64, 128, 256, 512),) (paper: ((128, 256, 512),))"),
     ("coco", "ResNet-101", ("MODEL.BACKBONES.FREEZE_AT", "0"), "MODEL.BACKBONES.FREEZE_AT 0 (paper: 2)"),
-    ("coco", "ResNet-101", ("MODEL.BACKBONES.STRIDE_IN_1X1", "False"),
+    # (the two conventions MODEL.WEIGHTS' metadata sets: a run records another value only without that step)
+    ("coco", "ResNet-101",
+     ("MODEL.BACKBONES.STRIDE_IN_1X1", "False", "MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS", "False"),
      "MODEL.BACKBONES.STRIDE_IN_1X1 False (paper: True)"),
     ("coco", "ResNet-101", ("MODEL.PROPOSAL_GENERATOR.NAME", "RPN"),
      "MODEL.PROPOSAL_GENERATOR.NAME 'RPN' (paper: 'BackbonesRPN')"),
@@ -109,7 +121,8 @@ def test_every_design_key_changed_alone_closes_the_gate_and_is_named(tmp_path, k
     ("coco", "ResNet-101", ("SOLVER.WARMUP_ITERS", "0"), "SOLVER.WARMUP_ITERS 0 (paper: 1000)"),
     ("coco", "VGG-16", ("SOLVER.WEIGHT_DECAY_BIAS", "0.0"), "SOLVER.WEIGHT_DECAY_BIAS 0.0 (paper: 0.0005)"),
     ("coco", "ResNet-101", ("SOLVER.BIAS_LR_FACTOR", "1.0"), "SOLVER.BIAS_LR_FACTOR 1.0 (paper: 2.0)"),
-    ("coco", "ResNet-101", ("MODEL.PIXEL_MEAN", "[0.0, 0.0, 0.0]"),
+    ("coco", "ResNet-101",
+     ("MODEL.PIXEL_MEAN", "[0.0, 0.0, 0.0]", "MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS", "False"),
      "MODEL.PIXEL_MEAN (0.0, 0.0, 0.0) (paper: (103.53, 116.28, 123.675))"),
 ])
 def test_the_settings_a_reviewer_tried_close_the_gate(tmp_path, kind, column, opts, named):
