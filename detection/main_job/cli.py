@@ -36,6 +36,7 @@ from .plan import (
     PlanError,
     Stage,
     check_arms,
+    check_pretrained_weights_fit,
     paper_config,
     plan_stages,
     validate_plan,
@@ -235,6 +236,7 @@ def _main(argv: list[str] | None = None) -> int:
     plan = plan_from_args(args)
     for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
         print(f"[main job] --allow-unfair-arms: {text}", flush=True)
+    check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
     if not 0 < args.gpu_tflops < float("inf"):  # inf printed "0 GPU-hours"

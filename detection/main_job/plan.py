@@ -28,7 +28,7 @@ from .arms import ARMS, arm_comparisons, unfair_keys
 from .project import project_files
 
 __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
-           "check_arms", "PlanError"]
+           "check_arms", "check_pretrained_weights_fit", "PlanError"]
 
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
@@ -350,6 +350,34 @@ def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict
                 resolved[arm] = get_detection_cfg(files, opts, read_weights=False)
         out[(comparison.a, comparison.b)] = config_differences(resolved[comparison.a], resolved[comparison.b])
     return out
+
+
+def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
+    """Stop (PlanError) before anything trains when a pretraining stage's checkpoint would not load into the detection
+    legs that start from it (a VGG-16 job once pretrained with GN and failed at its first detection leg, 25 minutes
+    in): each pretrained arm's net is built as its stage builds it, saved as train_cls saves it, and loaded strictly,
+    classifier aside, into the `backbones` model its detection config builds. Random weights: seconds a backbone."""
+    import tempfile
+
+    from backbones import IncompatibleWeightsError, create_model, load_pretrained, save_pretrained
+
+    from ..config import get_detection_cfg
+    from ..modeling.backbone import backbone_spec_from_cfg
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in plan.backbones:
+            for arm in (ARMS[a] for a in plan.arms if ARMS[a].pretrained):
+                net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
+                weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
+                files, opts = plan.detect_config(model, arm.name, weights, 0, Path(tmp))
+                target = backbone_spec_from_cfg(get_detection_cfg(files, opts, read_weights=False)).build()
+                try:
+                    load_pretrained(target, weights, strict=True, drop_classifier=True)
+                except IncompatibleWeightsError as err:
+                    first = str(err).splitlines()
+                    raise PlanError(f"{model}: the {arm.pretrain_norm} pretraining net of arm {arm.name} does not "
+                                    f"load into its detection legs: {' '.join(line.strip() for line in first[2:5])}"
+                                    ) from None
 
 
 def check_arms(plan: MainJobPlan) -> list[str]:

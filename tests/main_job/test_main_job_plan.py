@@ -129,6 +129,19 @@ def test_every_pretrained_arm_fine_tunes_the_net_its_pretraining_stage_builds(mo
             assert "GroupNorm" in norms, (model, arm.name)
 
 
+def test_a_pretraining_net_its_detection_legs_cannot_load_stops_the_plan_naming_the_keys(monkeypatch):
+    """The job's own check, before anything trains: it passes for the presets' backbones and for vgg16, and with the
+    old rule (a VGG without BN built without norm whatever MODEL.BACKBONES.NORM says) it names the GN tensors."""
+    import detection.modeling.backbone as backbone
+    from detection.main_job.plan import check_pretrained_weights_fit
+
+    check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16", "vgg16_bn", "resnet18"), width=0.125))
+    monkeypatch.setattr(backbone, "BN_VARIANTS", backbone.BN_VARIANTS | {"GN"})
+    with pytest.raises(PlanError, match=r"vgg16: the GN pretraining net of arm gn_pretrained does not load into its "
+                                        r"detection legs: unexpected in checkpoint \(26\): conv1.conv1_1.norm.weight"):
+        check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16",), width=0.125))
+
+
 def test_compared_arms_differ_only_in_their_factor_and_an_unfair_pair_is_refused(monkeypatch):
     """The resolved configs of each compared pair of arms differ only in the keys their factor names; an overlay
     that changes anything else (here: the scratch arm's lr) stops the plan naming the key, unless overridden."""
