@@ -75,7 +75,7 @@ def another_value(value):
     raise TypeError(f"no other value for {value!r}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _paper_config_text(kind, column):
     return yaml.safe_dump(paper_config(kind, column))
 

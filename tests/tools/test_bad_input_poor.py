@@ -1,7 +1,7 @@
 """The poor cases of bad input at the tools' command lines: each used to end in a traceback, an unclear message,
 or a message that pointed the wrong way; each now gives one line that names the file, key or option, and loses
-nothing. (The dangerous cases -- silently wrong numbers, overwritten runs -- are in tests/detection/test_bad_input.py
-and tests/classification/test_bad_input_classification.py.)"""
+nothing. (The dangerous cases -- silently wrong numbers, overwritten runs -- are in
+tests/detection/test_bad_input_*.py and tests/classification/test_bad_input_classification.py.)"""
 
 import errno
 import json
