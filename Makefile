@@ -21,12 +21,10 @@ test-fast: setup
 # The detection tests against Detectron2 main (what Detectron2's install instructions build) in a second
 # environment that reuses .venv's torch and dependencies: D2_MAIN = a source tree or .tar.gz of it.
 D2_MAIN ?= $(firstword $(wildcard ../shared/vendor/detectron2-main-*.tar.gz))
-D2_TESTS := tests/detection/test_detection_models.py tests/detection/test_detection_data_eval.py \
-	tests/detection/test_train_det.py tests/detection/test_reliability.py
 test-d2main: setup
 	@test -n "$(D2_MAIN)" || { echo "test-d2main: no Detectron2 main source; pass D2_MAIN=PATH (tree or .tar.gz)"; exit 2; }
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
-	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) $(D2_TESTS)
+	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) -m d2main tests/detection
 
 # The main job's presets (detection/main_job/plan.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
 # control as rows, one seed per leg, about 12 minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation

@@ -26,6 +26,8 @@ from detection.datasets import (
 from detection.datasets.embedded import EmbeddedSpec, generate_embedded_dataset
 from detection.evaluation import COCOEvaluator, VOCDetectionEvaluator, evaluate_coco
 
+pytestmark = pytest.mark.d2main  # runs again against Detectron2 main (make test-d2main)
+
 
 @pytest.fixture(scope="module")
 def embedded(tiny_data):

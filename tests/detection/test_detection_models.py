@@ -18,6 +18,8 @@ from conftest import with_random_bn_statistics
 from detection import BackbonesCheckpointer, get_detection_cfg
 from detection.modeling import BackbonesRCNN, BackbonesRes5ROIHeads, BackbonesTrunk, VGGFC67Head
 
+pytestmark = pytest.mark.d2main  # runs again against Detectron2 main (make test-d2main)
+
 CONFIGS = sorted(glob.glob("configs/COCO-Detection/faster_rcnn_*.yaml")
                  + glob.glob("configs/PascalVOC-Detection/faster_rcnn_*.yaml"))
 TINY = ["MODEL.WEIGHTS", "", "MODEL.DEVICE", "cpu", "MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE", "16",

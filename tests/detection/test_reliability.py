@@ -18,6 +18,8 @@ from conftest import REPO, det_args
 from detection.datasets import DatasetFormatError, load_coco_checked
 from detection.engine.data import DetectionMapper, ImageReadError, read_image
 
+pytestmark = pytest.mark.d2main  # runs again against Detectron2 main (make test-d2main)
+
 
 @pytest.fixture(scope="module")
 def data(tiny_data):

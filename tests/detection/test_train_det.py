@@ -12,7 +12,8 @@ import torch
 from conftest import det_args, run_tool
 from detection.report import load_run
 
-pytestmark = pytest.mark.slow  # every test here runs the tools end to end
+pytestmark = [pytest.mark.slow,  # every test here runs the tools end to end
+              pytest.mark.d2main]  # and runs again against Detectron2 main (make test-d2main)
 
 
 def test_train_evaluate_and_outputs(tiny_data, tmp_path):
