@@ -374,10 +374,13 @@ def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
                 try:
                     load_pretrained(target, weights, strict=True, drop_classifier=True)
                 except IncompatibleWeightsError as err:
-                    first = str(err).splitlines()
+                    r = err.report
+                    misfits = [f"{title} ({len(keys)}): {', '.join(map(str, keys[:2]))}"
+                               for title, keys in (("unexpected in checkpoint", r.unexpected), ("missing", r.missing),
+                                                   ("other shapes", [k for k, *_ in r.shape_mismatch]),
+                                                   ("other options", r.option_mismatches)) if keys]
                     raise PlanError(f"{model}: the {arm.pretrain_norm} pretraining net of arm {arm.name} does not "
-                                    f"load into its detection legs: {' '.join(line.strip() for line in first[2:5])}"
-                                    ) from None
+                                    f"load into its detection legs: {'; '.join(misfits)}") from None
 
 
 def check_arms(plan: MainJobPlan) -> list[str]:

@@ -94,6 +94,11 @@ def test_every_design_key_changed_alone_closes_the_gate_and_is_named(tmp_path, k
     assert ref is None and f"the paper's {column} column" in why and f" {key} " in why, why
 
 
+# The conventions MODEL.WEIGHTS' metadata sets (stride placement, pixel statistics): a run records another value
+# for them only without that step.
+WITHOUT_WEIGHTS_CONVENTIONS = ("MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS", "False")
+
+
 # The settings a reviewer tried (issue #47), each as a user would set it: every one keeps the paper's number away
 @pytest.mark.parametrize("kind, column, opts, named", [
     ("coco", "ResNet-101", ("MODEL.ROI_BOX_HEAD.POOLER_TYPE", "ROIAlignV2"),
@@ -108,9 +113,7 @@ def test_every_design_key_changed_alone_closes_the_gate_and_is_named(tmp_path, k
     ("voc", "ResNet-101", ("MODEL.ANCHOR_GENERATOR.SIZES", "[[64, 128, 256, 512]]"),
      "MODEL.ANCHOR_GENERATOR.SIZES ((64, 128, 256, 512),) (paper: ((128, 256, 512),))"),
     ("coco", "ResNet-101", ("MODEL.BACKBONES.FREEZE_AT", "0"), "MODEL.BACKBONES.FREEZE_AT 0 (paper: 2)"),
-    # (the two conventions MODEL.WEIGHTS' metadata sets: a run records another value only without that step)
-    ("coco", "ResNet-101",
-     ("MODEL.BACKBONES.STRIDE_IN_1X1", "False", "MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS", "False"),
+    ("coco", "ResNet-101", ("MODEL.BACKBONES.STRIDE_IN_1X1", "False", *WITHOUT_WEIGHTS_CONVENTIONS),
      "MODEL.BACKBONES.STRIDE_IN_1X1 False (paper: True)"),
     ("coco", "ResNet-101", ("MODEL.PROPOSAL_GENERATOR.NAME", "RPN"),
      "MODEL.PROPOSAL_GENERATOR.NAME 'RPN' (paper: 'BackbonesRPN')"),
@@ -121,8 +124,7 @@ def test_every_design_key_changed_alone_closes_the_gate_and_is_named(tmp_path, k
     ("coco", "ResNet-101", ("SOLVER.WARMUP_ITERS", "0"), "SOLVER.WARMUP_ITERS 0 (paper: 1000)"),
     ("coco", "VGG-16", ("SOLVER.WEIGHT_DECAY_BIAS", "0.0"), "SOLVER.WEIGHT_DECAY_BIAS 0.0 (paper: 0.0005)"),
     ("coco", "ResNet-101", ("SOLVER.BIAS_LR_FACTOR", "1.0"), "SOLVER.BIAS_LR_FACTOR 1.0 (paper: 2.0)"),
-    ("coco", "ResNet-101",
-     ("MODEL.PIXEL_MEAN", "[0.0, 0.0, 0.0]", "MODEL.BACKBONES.CONVENTIONS_FROM_WEIGHTS", "False"),
+    ("coco", "ResNet-101", ("MODEL.PIXEL_MEAN", "[0.0, 0.0, 0.0]", *WITHOUT_WEIGHTS_CONVENTIONS),
      "MODEL.PIXEL_MEAN (0.0, 0.0, 0.0) (paper: (103.53, 116.28, 123.675))"),
 ])
 def test_the_settings_a_reviewer_tried_close_the_gate(tmp_path, kind, column, opts, named):
