@@ -29,6 +29,7 @@ from .weight_formats import (
     TORCHVISION_STD,
     MetadataError,
     WeightsMeta,
+    check_meta_dict,
     convert_state_dict,
     detect_format,
     is_detector_checkpoint,
@@ -280,8 +281,9 @@ def create_model_with_weights(name: str, path: str | os.PathLike, *, num_classes
 def save_pretrained(model: nn.Module, path: str | os.PathLike, *, input_format: str | None = "RGB",
                     pixel_mean: tuple[float, ...] | None = TORCHVISION_MEAN,
                     pixel_std: tuple[float, ...] | None = TORCHVISION_STD,
-                    extra: Mapping[str, Any] | None = None) -> Path:
-    """Write `model` in our format: {"model": state_dict, "meta": {...}} (plus `extra`), atomically.
+                    extra: Mapping[str, Any] | None = None, top1: float | None = None) -> Path:
+    """Write `model` in our format: {"model": state_dict, "meta": {...}} (plus `extra`), atomically; top1: the
+    classifier's top-1 accuracy (%) to publish with the weights (the main job's leaderboard reads it).
 
     The metadata (architecture, stride placement, channel order, pixel mean/std in 0-255 units) travels with the
     weights so a detector can normalize its inputs the way the backbone was trained. None = unknown
@@ -290,7 +292,8 @@ def save_pretrained(model: nn.Module, path: str | os.PathLike, *, input_format: 
     arch = dict(getattr(model, "arch", {}) or {})
     meta = WeightsMeta("backbones", stride_in_1x1=arch.get("stride_in_1x1"), input_format=input_format,
                        pixel_mean=tuple(pixel_mean) if pixel_mean else None,
-                       pixel_std=tuple(pixel_std) if pixel_std else None, arch=arch).to_dict()
+                       pixel_std=tuple(pixel_std) if pixel_std else None, arch=arch, top1=top1).to_dict()
+    check_meta_dict(meta)
     meta["format"] = "backbones"
     obj = {"model": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "meta": meta, **(extra or {})}
     atomic_torch_save(obj, path)

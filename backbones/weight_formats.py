@@ -43,7 +43,7 @@ def _number(x: Any) -> bool:
 def check_meta_dict(d: Any) -> None:
     """MetadataError naming the key if a checkpoint's "meta" is not what save_pretrained writes: input_format
     RGB/BGR, three finite pixel statistics (std > 0), a boolean stride_in_1x1, arch a mapping with a positive
-    finite width and an integer depth. Missing entries are fine (None = unknown)."""
+    finite width and an integer depth, top1 a percentage. Missing entries are fine (None = unknown)."""
     if not isinstance(d, Mapping):
         raise MetadataError(f"meta is a {type(d).__name__}, not a mapping")
     if d.get("input_format") not in (None, "RGB", "BGR"):
@@ -56,6 +56,9 @@ def check_meta_dict(d: Any) -> None:
             raise MetadataError(f"meta.{key} {v!r}: expected three finite numbers (0-255 units, one per channel)")
         if key == "pixel_std" and min(v) <= 0:
             raise MetadataError(f"meta.pixel_std {list(v)}: every channel's std must be > 0")
+    top1 = d.get("top1")
+    if top1 is not None and not (_number(top1) and 0 <= top1 <= 100):
+        raise MetadataError(f"meta.top1 {top1!r}: expected a top-1 accuracy in percent, 0 to 100")
     if d.get("stride_in_1x1") not in (None, True, False):
         raise MetadataError(f"meta.stride_in_1x1 {d['stride_in_1x1']!r}: expected true, false or null")
     arch = d.get("arch") or {}
@@ -78,6 +81,7 @@ class WeightsMeta:
     pixel_mean: tuple[float, ...] | None = None  # 0-255 units
     pixel_std: tuple[float, ...] | None = None
     arch: dict = field(default_factory=dict)  # producer's model.arch when known (our checkpoints)
+    top1: float | None = None  # the top-1 accuracy (%) the producer states for the weights' classifier
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -89,7 +93,7 @@ class WeightsMeta:
     def from_dict(cls, d: Mapping[str, Any]) -> WeightsMeta:
         check_meta_dict(d)
         known = {k: d[k] for k in ("source_format", "stride_in_1x1", "input_format", "pixel_mean", "pixel_std",
-                                   "arch") if k in d}
+                                   "arch", "top1") if k in d}
         meta = cls(**{"source_format": "backbones", **known})
         meta.pixel_mean = tuple(meta.pixel_mean) if meta.pixel_mean else None
         meta.pixel_std = tuple(meta.pixel_std) if meta.pixel_std else None

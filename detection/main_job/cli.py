@@ -26,6 +26,7 @@ from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG,
 
 from ..report import ReportSection
 from .arms import ARMS
+from .family import family_sections, given_weights_top1
 from .graph import STOP_REQUESTED, Estimator, read_stage_record, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
@@ -90,8 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
                          "seed per leg, ~12 min on 2 cores; full "
                          "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
-                         "degradation experiment alone, 3 seeds, <= 150 min; quick (make demo-quick): every arm at "
-                         "smoke scale, not converged. Options below override the preset")
+                         "degradation experiment alone, 3 seeds, <= 150 min; family: six backbones of three families "
+                         "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
+                         "quick (make demo-quick): every arm at smoke scale, not converged. Options below override "
+                         "the preset")
     ap.add_argument("--output-dir", default=None,
                     help="every stage, the report and the summary go here (default: output/main_job for full, "
                          "output/main_job_<preset> otherwise)")
@@ -108,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                          f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
     ap.add_argument("--with-plain", action="store_true", help="add plain-101 (pretrained + scratch)")
     ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
+    ap.add_argument("--weights", action="append", default=[], metavar="MODEL=FILE",
+                    help="start MODEL's pretrained legs from FILE (torchvision, timm, Detectron2 .pkl, MSRA-converted "
+                         "or this project's checkpoints; read without running pickled code) instead of pretraining "
+                         "it here; repeatable. Checked before anything trains")
+    ap.add_argument("--weights-top1", action="append", default=[], metavar="MODEL=PERCENT",
+                    help="the top-1 accuracy published with MODEL's --weights file (the leaderboard marks it "
+                         "'published'); without it: the file's metadata, else measured on the embedded val items")
+    ap.add_argument("--width", type=float, default=None,
+                    help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
     ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
     ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
                     help="detection seeds, nested under every pretraining seed")
@@ -167,12 +179,53 @@ def plan_from_args(args) -> MainJobPlan:
                         ("degradation_warmup_fraction", args.degradation_warmup_fraction), ("arms", args.arms)):
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
+    if args.weights:
+        changes["weights"] = tuple((m, str(Path(f).expanduser().resolve()))
+                                   for m, f in map(lambda t: _pair("--weights", t), args.weights))
+    if args.weights_top1:
+        changes["weights_top1"] = tuple((m, _number("--weights-top1", m, v))
+                                        for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
+    if args.width is not None:
+        changes["width"] = args.width
     if args.degradation is not None:
         changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
     changes["allow_unfair"] = args.allow_unfair_arms
     plan = replace(base, **changes)
     validate_plan(plan)
     return plan
+
+
+def _pair(option: str, text: str) -> tuple[str, str]:
+    """MODEL=VALUE of a repeatable option; PlanError naming the option otherwise."""
+    model, sep, value = text.partition("=")
+    if not sep or not model or not value:
+        raise PlanError(f"{option} {text!r}: expected MODEL=VALUE")
+    return model, value
+
+
+def _number(option: str, model: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise PlanError(f"{option} {model}={value}: not a number") from None
+    if x != x:  # NaN passes every range check
+        raise PlanError(f"{option} {model}={value}: not a number")
+    return x
+
+
+def _print_backbone_costs(plan: MainJobPlan, stages: list[Stage], estimator: Estimator, tflops: float) -> None:
+    """Per backbone: its stages, parameters and GMACs at the job's width (224 px, paper Table 1 counting, 10
+    classes), and the CPU minutes its stages take here one after another; then the paper-scale GPU-hours."""
+    from backbones import complexity, create_model
+
+    print(f"[main job] per backbone at width {plan.width:g} (CPU minutes: its stages one after another here):")
+    for b in plan.backbones:
+        own = [s for s in stages if s.model == b]
+        c = complexity(create_model(b, num_classes=10, **plan.pretrain_options(b)))
+        source = f"weights {plan.weights_of(b).name}" if plan.weights_of(b) else "pretrained here"
+        print(f"  {b:<10} {len(own)} stages ({source}), {c.params / 1e6:.2f}M params, {c.macs / 1e9:.2f} GMACs, "
+              f"{sum(estimator.stage_seconds(s) for s in own) / 60:.0f} CPU min")
+    _print_paper_cost(plan, tflops)
 
 
 def _print_paper_cost(plan: MainJobPlan, tflops: float) -> None:
@@ -274,7 +327,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"[main job] estimated {minutes:.0f} min for all stages (step times measured just now on this machine "
               f"with {threads} thread(s); start-up and evaluation assumed 15 s a stage; {args.jobs} at a time), "
               "plus ~1 min for the dataset, chance level and report. Nothing was run.")
-        _print_paper_cost(plan, args.gpu_tflops)
+        _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
         return 0
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -393,7 +446,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     chance = chance_ap(dataset) if runs else None
     responses = _layer_responses(plan, stages, out / "report")
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
-                                         for m, runs in responses.items()})
+                                         for m, runs in responses.items()}, given_weights_top1(plan))
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
@@ -401,7 +454,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
                          notes=notes, chance={dataset: chance} if chance else None,
                          sections=_degradation_section(results, plan, stages, out / "report", responses),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
-                         compared_metric=COMPARED_METRICS[0])
+                         compared_metric=COMPARED_METRICS[0], lead=family_sections(results, out / "report"))
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON

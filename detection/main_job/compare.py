@@ -22,7 +22,9 @@ from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileEr
 
 from ..engine.code_version import describe_versions
 from ..report.comparison import Comparison, adjust, compare, contrast
+from ..report.groups import PRETRAINING_RUN
 from ..report.runs import load_run
+from .family import TOP1_METRIC
 from .graph import StageRecord, read_stage_record
 
 __all__ = ["compare_jobs", "comparison_lines"]
@@ -121,7 +123,7 @@ def _stages(job: Path) -> dict[str, Path]:
 
 
 # results.json's lists, in the order JobResults.comparisons() adjusts them (ties keep this order: the same ranks)
-COMPARISON_KINDS = ("arms", "gains", "deltas", "degradation_comparisons", "interactions",
+COMPARISON_KINDS = ("arms", "gains", "deltas", "plain_vs_residual", "degradation_comparisons", "interactions",
                     "layer_response_comparisons")
 #   ("gains": pretrained vs scratch in jobs written before the arms)
 
@@ -139,6 +141,10 @@ def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
         if kind == "layer_response_comparisons":
             lr = res["layer_responses"]
             return compare(metric, a, lr[a], "run", b, lr[b], "run", higher_is_better=False)
+        if kind == "plain_vs_residual" and metric == TOP1_METRIC:  # the backbones' pretraining runs
+            ua, ub = res["top1"][a]["units"], res["top1"][b]["units"]
+            return compare(metric, a, {u: [v] for u, v in ua.items()}, PRETRAINING_RUN, b,
+                           {u: [v] for u, v in ub.items()}, PRETRAINING_RUN, higher_is_better=False)
         if kind == "interactions":
             p_deep, p_shallow, r_deep, r_shallow = (nets[m]["errors"]["train"] for m in res["interaction_terms"][index])
             return contrast(metric, a, (p_deep, p_shallow), b, (r_deep, r_shallow), "run", higher_is_better=False)

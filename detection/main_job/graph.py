@@ -76,13 +76,13 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def input_identity(deps: list[Path]) -> dict[str, str | None]:
-    """What a stage starts from, by content, not by path: the sha256 of each dependency's final checkpoint (None
-    while it has none). A pretraining stage deleted and retrained with other settings left the detection stages
-    trained from its old weights to be reused as if built on the new ones. Content, not file times: a job directory
-    copied without its times (cp -r) is the same job."""
+    """What a stage starts from, by content, not by path: the sha256 of each dependency's final checkpoint, or of
+    a weights file given to the job (None while it has none). A pretraining stage deleted and retrained with other
+    settings left the detection stages trained from its old weights to be reused as if built on the new ones.
+    Content, not file times: a job directory copied without its times (cp -r) is the same job."""
     out: dict[str, str | None] = {}
     for dep in deps:
-        path = dep / FINAL_CHECKPOINT
+        path = dep if dep.is_file() else dep / FINAL_CHECKPOINT  # a weights file given, or a stage's checkpoint
         try:
             st = path.stat()
             out[str(dep)] = _digest(str(path), st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
@@ -129,7 +129,8 @@ def _write_record(stage: Stage, threads: int, code: dict) -> None:
     if not versions or versions[-1] != code:
         versions.append(code)
     atomic_write_text(stage.out / STAGE_RECORD, json.dumps(
-        {"argv": stage.argv, "threads": threads, "code": versions, "inputs": input_identity(stage.deps)}, indent=1))
+        {"argv": stage.argv, "threads": threads, "code": versions, "inputs": input_identity(stage.inputs)},
+        indent=1))
 
 
 def _check_stage(stage: Stage, threads: int) -> bool:
@@ -150,11 +151,12 @@ def _check_stage(stage: Stage, threads: int) -> bool:
     if stage.kind in ("pretrain", "degradation") and read_classification_run(stage.out).earlier_augmentation:
         raise StageConflict(f"{earlier_augmentation_text(stage.out)}: its numbers are not what this code gives. "
                             "Delete that directory to retrain it (--fresh deletes every stage of the job)")
-    now = input_identity(stage.deps)
+    now = input_identity(stage.inputs)
     changed = [d for d, was in (before.inputs or {}).items() if was is not None and now.get(d) != was]
     if changed:
         state = "is gone" if now.get(changed[0]) is None else "changed since (retrained?)"
-        raise StageConflict(f"{stage.out} was trained from {Path(changed[0]) / FINAL_CHECKPOINT}, which {state}: "
+        source = Path(changed[0]) if Path(changed[0]) in stage.files else Path(changed[0]) / FINAL_CHECKPOINT
+        raise StageConflict(f"{stage.out} was trained from {source}, which {state}: "
                             f"delete {stage.out} to train it from the new weights, or rerun with --fresh")
     done = stage_done(stage)
     if not done and before.threads is not None and before.threads != threads:  # one run, one thread count
@@ -378,7 +380,7 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
             continue
         s.out.mkdir(parents=True, exist_ok=True)
         _write_record(s, threads, code)
-        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / STAGE_LOG, threads, deps=s.deps),
+        jobs[s.out] = submit(f"main_job-{s.kind}", StageCommand(s.argv, s.out / STAGE_LOG, threads, deps=s.inputs),
                              [jobs[d] for d in s.deps if d in jobs])
         log(f"[main job] submitted {jobs[s.out]}: {s.title}  (log: {s.out / STAGE_LOG})")
     ids = {str(k): v for k, v in jobs.items()}

@@ -28,12 +28,11 @@ from .arms import ARMS, arm_comparisons, unfair_keys
 from .project import project_files
 
 __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
-           "check_arms", "check_pretrained_weights_fit", "PlanError"]
+           "check_arms", "check_pretrained_weights_fit", "PlanError", "detection_backbones"]
 
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
                   "C4": ("COCO-Detection", "faster_rcnn_R_101_C4.yaml")}
-MAIN_JOB_FAMILIES = ("vgg", "resnet", "plain")  # the ImageNet-style nets; CIFAR nets have no detection design here
 
 
 class PlanError(ValueError):
@@ -89,6 +88,11 @@ class MainJobPlan:
     scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # backbones with from-scratch arms
     scratch_seeds: tuple[int, ...] = (0,)  # their seeds: two or more give the scratch arms' comparisons an interval
     allow_unfair: bool = False  # run compared arms whose configs differ beyond their factor (the report says so)
+    # Weights brought to the job (--weights MODEL=FILE): that backbone has no pretraining stage, its pretrained arms'
+    # legs start from the file (one unit: the file); its top-1 from weights_top1 (published), else the file's own
+    # metadata, else measured on the embedded val items when its classifier has their classes.
+    weights: tuple[tuple[str, str], ...] = ()
+    weights_top1: tuple[tuple[str, float], ...] = ()  # (backbone, top-1 accuracy %) as published with the file
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
     # one budget, on the same cached composites as the pretraining; () leaves it out.
@@ -100,6 +104,14 @@ class MainJobPlan:
     degradation_preact: bool = RECIPE.preact  # the paper's 2015 units for all four nets by default; True:
     #   pre-activation units (He et al. 2016); plain and residual nets always share their units
     degradation_warmup_fraction: float = RECIPE.warmup_fraction  # every net's linear warm-up, of the run; 0: none
+
+    def weights_of(self, model: str) -> Path | None:
+        """The file a backbone's pretrained legs start from when the job was given one (--weights), else None."""
+        return next((Path(f) for m, f in self.weights if m == model), None)
+
+    def pretrained_here(self) -> list[str]:
+        """The backbones this job pretrains (those without --weights)."""
+        return [m for m in self.backbones if self.weights_of(m) is None]
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -205,7 +217,13 @@ class MainJobPlan:
 # degradation experiment alone (3 seeds); `make demo-full` runs both. demo: one seed, about 12 minutes, the paper's
 # setting (FrozenBN) and the GN scratch control side by side as rows -- no comparison between them (they differ in
 # the norm too) and no call from one unit: at the demo's schedules the GN-pretrained ResNet-101 reached 59.3 AP50
-# (RESULTS.md), below the 80 the demo must show; quick: every arm of full at smoke scale, not converged.
+# (RESULTS.md), below the 80 the demo must show; family: six backbones of three families (FAMILY_BACKBONES) in
+# the paper's setting only (BN pretrained, frozen in detection: the arm published BN weights fit), 3 pretraining runs
+# each at full's schedules -- the leaderboard, the accuracy-vs-transfer correlation, plain vs residual at each depth;
+# quick: every arm of full at smoke scale, not converged.
+# The family preset's backbones: the three families at two depths each, plain and residual at 18 and 34 (the paper's
+# Table 2 pairs), VGG-16 (the paper's detection baseline) first: the backbone deltas are against it.
+FAMILY_BACKBONES = ("vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "resnet34")
 PRESETS = {
     "full": {"pretrain_epochs": 4.0, "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
              "scratch_seeds": (0, 1, 2)},
@@ -213,6 +231,8 @@ PRESETS = {
                     "degradation_seeds": (0, 1, 2)},
     "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600,
              "arms": ("frozenbn_pretrained", "gn_scratch")},
+    "family": {"backbones": FAMILY_BACKBONES, "arms": ("frozenbn_pretrained",), "pretrain_epochs": 4.0,
+               "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600},
     "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
 }
 DEFAULT_PRESET = "demo"
@@ -231,9 +251,15 @@ class Stage:
     iterations: int
     group: str = ""  # the report group of a detection stage (group_label)
     deps: list[Path] = field(default_factory=list)  # stage directories that must be finished first
+    files: list[Path] = field(default_factory=list)  # weights files the stage starts from that no stage makes
     pretrain_seed: int | None = None  # the seed of a train_cls stage (pretraining or degradation)
     detect_seed: int | None = None
     variant: str = ""  # a detection leg's arm (arms.ARMS), a pretraining run's norm, "" for a degradation net
+
+    @property
+    def inputs(self) -> list[Path]:
+        """What the stage starts from, whose content its record keeps: its dependencies' and the given files."""
+        return [*self.deps, *self.files]
 
     @property
     def rate_key(self) -> tuple[str, str, str]:
@@ -254,7 +280,7 @@ def pretrain_dir(out: Path, model: str, norm: str, seed: int) -> Path:
 def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     stages = []
     p_iters = plan.pretrain_iterations()
-    for model in plan.backbones:
+    for model in plan.pretrained_here():
         for norm in plan.pretrain_norms():
             for ps in plan.pretrain_seeds:
                 d = pretrain_dir(out, model, norm, ps)
@@ -268,7 +294,9 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
         for arm in (ARMS[a] for a in plan.arms):
             n = plan.detect_iterations_of(arm.name)
             group = group_label(model, arm.name)
-            if arm.pretrained:
+            if arm.pretrained and plan.weights_of(model) is not None:  # one unit: the file given
+                stages += _legs_from_file(plan, model, arm, plan.weights_of(model), out)
+            elif arm.pretrained:
                 for ps in plan.pretrain_seeds:
                     weights = pretrain_dir(out, model, arm.pretrain_norm, ps) / FINAL_CHECKPOINT
                     for ds in plan.detect_seeds:
@@ -295,14 +323,30 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
     return stages
 
 
+def _legs_from_file(plan: MainJobPlan, model: str, arm, weights: Path, out: Path) -> list[Stage]:
+    """The detection legs of a backbone whose weights the job was given: one per detection seed, the file an input
+    whose content the stage records (a file replaced under the same name is not reused as the old one)."""
+    group = group_label(model, arm.name)
+    legs = []
+    for ds in plan.detect_seeds:
+        d = out / "detect" / f"{group}_given_d{ds}"
+        legs.append(Stage(title=f"Faster R-CNN {model}, {arm.name}, from {weights}, detection seed {ds}", out=d,
+                          argv=plan.detect_args(model, arm.name, weights, ds, d), kind="detect", model=model,
+                          init=arm.init, iterations=plan.detect_iterations_of(arm.name), group=group,
+                          detect_seed=ds, variant=arm.name, files=[weights]))
+    return legs
+
+
 def validate_plan(plan: MainJobPlan) -> None:
     """PlanError naming the option for a plan that cannot run or would count wrongly."""
     known = set(list_models())
-    for b in plan.backbones:
-        if b not in known or model_info(b).family not in MAIN_JOB_FAMILIES:
-            raise PlanError(f"--backbones {b!r}: not a VGG / ResNet / plain model of backbones.list_models()")
+    for b in plan.backbones:  # the registry says which nets have a detection design (ModelInfo.detection_design)
+        if b not in known or model_info(b).detection_design is None:
+            raise PlanError(f"--backbones {b!r}: not a model of backbones.list_models() with a detection design "
+                            f"({', '.join(detection_backbones())})")
     if len(set(plan.backbones)) != len(plan.backbones):  # one stage directory each: the second would reuse the first
         raise PlanError(f"--backbones lists a backbone twice ({list(plan.backbones)})")
+    _validate_weights(plan)
     for a in plan.arms:
         if a not in ARMS:
             raise PlanError(f"--arms {a!r}: not an arm of detection/main_job/arms.py ({', '.join(ARMS)})")
@@ -325,11 +369,35 @@ def validate_plan(plan: MainJobPlan) -> None:
             raise PlanError(f"--{name.replace('_', '-')} must be >= 0")
         if any(s >= SEED_LIMIT for s in seeds):  # numpy's seeds are 32-bit: a stage would fail after the others ran
             raise PlanError(f"--{name.replace('_', '-')} must be < 2**32, got {max(seeds)}")
-    for name in ("pretrain_epochs", "detect_iterations", "pretrain_val_images"):
+    for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
         if not 0 < getattr(plan, name) < math.inf:
             raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
     if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
+
+
+def detection_backbones() -> list[str]:
+    """The registered backbones a detection leg can be built on (the main job's --backbones choices)."""
+    return [m for m in list_models() if model_info(m).detection_design is not None]
+
+
+def _validate_weights(plan: MainJobPlan) -> None:
+    """--weights / --weights-top1 name backbones of the job, once each, with a top-1 accuracy in [0, 100]."""
+    for option, pairs in (("--weights", plan.weights), ("--weights-top1", plan.weights_top1)):
+        models = [m for m, _ in pairs]
+        for m in models:
+            if m not in plan.backbones:
+                raise PlanError(f"{option} {m}=...: {m!r} is not one of --backbones ({' '.join(plan.backbones)})")
+        if len(set(models)) != len(models):
+            raise PlanError(f"{option} names a backbone twice ({', '.join(models)})")
+    for m, top1 in plan.weights_top1:
+        if plan.weights_of(m) is None:
+            raise PlanError(f"--weights-top1 {m}=...: {m} has no --weights file (its top-1 is measured here)")
+        if not 0.0 <= top1 <= 100.0:
+            raise PlanError(f"--weights-top1 {m}={top1:g}: a top-1 accuracy in percent, 0 to 100")
+    for m, f in plan.weights:
+        if not Path(f).is_file():
+            raise PlanError(f"--weights {m}={f}: no such file")
 
 
 def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
@@ -353,34 +421,56 @@ def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict
 
 
 def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
-    """Stop (PlanError) before anything trains when a pretraining stage's checkpoint would not load into the detection
-    legs that start from it (a VGG-16 job once pretrained with GN and failed at its first detection leg, 25 minutes
-    in): each pretrained arm's net is built as its stage builds it, saved as train_cls saves it, and loaded strictly,
-    classifier aside, into the `backbones` model its detection config builds. Random weights: seconds a backbone."""
+    """Stop (PlanError) before anything trains when weights would not load into the detection legs that start from
+    them (a VGG-16 job once pretrained with GN and failed at its first detection leg, 25 minutes in): a file given
+    with --weights is read (safely: no pickled code runs) and loaded as it is; for a pretraining stage, its net is
+    built as the stage builds it, saved as train_cls saves it. Either is loaded strictly, classifier aside, into the
+    `backbones` model its detection config builds. Seconds a backbone at width 0.25."""
     import tempfile
 
-    from backbones import IncompatibleWeightsError, create_model, load_pretrained, save_pretrained
-
-    from ..config import get_detection_cfg
-    from ..modeling.backbone import backbone_spec_from_cfg
+    from backbones import create_model, save_pretrained
 
     with tempfile.TemporaryDirectory() as tmp:
         for model in plan.backbones:
             for arm in (ARMS[a] for a in plan.arms if ARMS[a].pretrained):
-                net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
-                weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
-                files, opts = plan.detect_config(model, arm.name, weights, 0, Path(tmp))
-                target = backbone_spec_from_cfg(get_detection_cfg(files, opts, read_weights=False)).build()
-                try:
-                    load_pretrained(target, weights, strict=True, drop_classifier=True)
-                except IncompatibleWeightsError as err:
-                    r = err.report
-                    misfits = [f"{title} ({len(keys)}): {', '.join(map(str, keys[:2]))}"
-                               for title, keys in (("unexpected in checkpoint", r.unexpected), ("missing", r.missing),
-                                                   ("other shapes", [k for k, *_ in r.shape_mismatch]),
-                                                   ("other options", r.option_mismatches)) if keys]
-                    raise PlanError(f"{model}: the {arm.pretrain_norm} pretraining net of arm {arm.name} does not "
-                                    f"load into its detection legs: {'; '.join(misfits)}") from None
+                given = plan.weights_of(model)
+                if given is not None:
+                    what = f"--weights {model}={given}"
+                    weights = given
+                else:
+                    what = f"{model}: the {arm.pretrain_norm} pretraining net of arm {arm.name}"
+                    net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
+                    weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
+                _check_fit(plan, model, arm.name, weights, what, Path(tmp))
+
+
+def _check_fit(plan: MainJobPlan, model: str, arm: str, weights: Path, what: str, tmp: Path) -> None:
+    """Load `weights` as the arm's detection legs will (their resolved config, the weights' conventions applied);
+    PlanError naming the keys or the reason, one line."""
+    from backbones import IncompatibleWeightsError, load_pretrained
+    from backbones.checkpoint_io import CheckpointReadError
+    from backbones.weight_formats import FormatError, MetadataError
+
+    from ..config import get_detection_cfg
+    from ..modeling.backbone import backbone_spec_from_cfg
+
+    files, opts = plan.detect_config(model, arm, weights, 0, tmp)
+    try:
+        target = backbone_spec_from_cfg(get_detection_cfg(files, opts)).build()
+        load_pretrained(target, weights, strict=True, drop_classifier=True)
+    except IncompatibleWeightsError as err:
+        r = err.report
+        misfits = [f"{title} ({len(keys)}): {', '.join(map(str, keys[:2]))}"
+                   for title, keys in (("unexpected in checkpoint", r.unexpected), ("missing", r.missing),
+                                       ("other shapes", [f"{k} {tuple(a)} vs {tuple(b)}" for k, a, b, *_
+                                                         in r.shape_mismatch]),
+                                       ("other options", r.option_mismatches),
+                                       ("unusable values", r.bad_values)) if keys]
+        hint = " (--width sets the width the job builds its nets at)" if r.shape_mismatch else ""
+        raise PlanError(f"{what} does not load into the detection legs of arm {arm} (width {plan.width:g}): "
+                        f"{'; '.join(misfits)}{hint}") from None
+    except (CheckpointReadError, FormatError, MetadataError, ValueError, OSError) as err:
+        raise PlanError(f"{what}: {err}") from None
 
 
 def check_arms(plan: MainJobPlan) -> list[str]:

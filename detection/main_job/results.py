@@ -16,6 +16,19 @@ from ..report.comparison import Comparison, Spread, adjust, compare, contrast, f
 from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
+from .family import (
+    Correlation,
+    LeaderboardRow,
+    Top1,
+    correlation_text,
+    leaderboard,
+    leaderboard_arm,
+    measured_top1,
+    plain_residual_pairs,
+    plain_vs_residual,
+    plain_vs_residual_lines,
+    transfer_correlation,
+)
 from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
@@ -27,6 +40,9 @@ DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 # composites; AP and AP by size are in the tables as means with intervals). Each metric compared is one more member
 # of the Holm family, so a second one would cost every call power.
 COMPARED_METRICS = ("AP50",)
+# JobResults' lists of comparisons, in the order the job prints them (its one Holm family)
+COMPARISON_FIELDS = ("arms", "deltas", "plain_vs_residual", "degradation_comparisons", "interactions",
+                     "layer_response_comparisons")
 
 
 @dataclass
@@ -78,18 +94,24 @@ class JobResults:
     unfair: dict[str, list[str]] = field(default_factory=dict)  # "A vs B" -> saved-config keys beyond its factor
     #   (e.g. what the weights' metadata set, which the check before training cannot see)
     family: str = ""  # what the comparisons were adjusted over (comparison.adjust), "" before `adjust_family`
+    # The family of backbones (family.py): top-1 per backbone in the leaderboard's arm's pretraining norm, one
+    # leaderboard row per backbone, residual vs plain at each depth (in the job's family), accuracy vs transfer.
+    top1: dict[str, Top1] = field(default_factory=dict)
+    leaderboard: list[LeaderboardRow] = field(default_factory=list)
+    plain_vs_residual: list[Comparison] = field(default_factory=list)
+    correlation: Correlation | None = None
 
     def group(self, backbone: str, arm: str) -> GroupResult | None:
         return next((g for g in self.groups if g.backbone == backbone and g.arm == arm), None)
 
     def comparisons(self) -> list[Comparison]:
         """Everything the job prints that makes a call: its one family."""
-        return [*self.arms, *self.deltas, *self.degradation_comparisons, *self.interactions,
-                *self.layer_response_comparisons]
+        return [*self.arms, *self.deltas, *self.plain_vs_residual, *self.degradation_comparisons,
+                *self.interactions, *self.layer_response_comparisons]
 
     def adjust_family(self) -> None:
         """Holm over every comparison the job prints (summary, notes, the report's table), one family per job."""
-        kinds = ("arms", "deltas", "degradation_comparisons", "interactions", "layer_response_comparisons")
+        kinds = COMPARISON_FIELDS
         sizes = [len(getattr(self, k)) for k in kinds]
         self.family = f"the job's {sum(sizes)} comparisons"
         adjusted = adjust(self.comparisons(), self.family)
@@ -105,7 +127,7 @@ class JobResults:
     def to_json(self) -> dict:
         """Every field, and each comparison's call (a property asdict leaves out)."""
         out = asdict(self)
-        for key in ("arms", "deltas", "degradation_comparisons", "interactions", "layer_response_comparisons"):
+        for key in COMPARISON_FIELDS:
             for c, d in zip(getattr(self, key), out[key]):
                 d["call"] = c.call
         return out
@@ -117,11 +139,14 @@ def layer_mean(responses: list[tuple[str, float]]) -> float:
 
 
 def job_results(stages: list[Stage], plan: MainJobPlan,
-                layer_responses: dict[str, dict[str, float]] | None = None) -> JobResults:
+                layer_responses: dict[str, dict[str, float]] | None = None,
+                given_top1: dict[str, Top1] | None = None) -> JobResults:
     """Everything the summary and the notes say, as numbers read from the runs (run_files and report.runs);
-    layer_responses: {net: {run: layer_mean}} of the degradation runs (Fig. 7, measured by the caller)."""
+    layer_responses: {net: {run: layer_mean}} of the degradation runs (Fig. 7, measured by the caller);
+    given_top1: the top-1 of each backbone whose weights the job was given (published or measured by the caller)."""
     out = JobResults()
-    for model in plan.backbones:
+    board_arm = leaderboard_arm(plan.arms)
+    for model in plan.pretrained_here():
         for norm in plan.pretrain_norms():
             errors, images = {}, set()
             for s in stages:
@@ -133,8 +158,11 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
             st = spread(errors, PRETRAINING_RUN)
             if st is not None:
                 out.pretraining[pretraining_label(model, norm)] = st
+                if board_arm and norm == ARMS[board_arm].pretrain_norm:
+                    out.top1[model] = measured_top1({u: v for u, (v,) in errors.items()})
             if len(images) == 1 and None not in images:
                 out.pretraining_images[pretraining_label(model, norm)] = images.pop()
+    out.top1.update(given_top1 or {})
     detect = [s for s in stages if s.kind == "detect"]
     job = detect[0].out.parent.parent.resolve() if detect else None  # OUTPUT/detect/<leg>
     groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
@@ -164,10 +192,24 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
             other = by_label.get(group_label(model, arm))
             if base and other:
                 out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
+    if board_arm:
+        _family(out, plan, board_arm, by_label)
     _degradation(out, [s for s in stages if s.kind == "degradation"])
     _layer_response_comparisons(out, layer_responses or {})
     out.adjust_family()
     return out
+
+
+def _family(out: JobResults, plan: MainJobPlan, arm: str, groups: dict) -> None:
+    """The leaderboard in `arm`, residual vs plain at each depth, and accuracy vs transfer (family.py)."""
+    from ..report.writer import run_gmacs
+
+    labels = {m: group_label(m, arm) for m in plan.backbones}
+    weights = {m: str(f) for m, f in plan.weights}
+    out.leaderboard = leaderboard(groups, labels, out.top1, weights, arm, run_gmacs)
+    out.plain_vs_residual = plain_vs_residual(plain_residual_pairs(plan.backbones), out.top1, groups, labels,
+                                              COMPARED_METRICS[0])
+    out.correlation = transfer_correlation(out.leaderboard)
 
 
 def pretraining_label(model: str, norm: str) -> str:
@@ -266,6 +308,9 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
         lines.append(f"  {c.a} vs {c.b} ({results.factors.get(f'{c.a} vs {c.b}', '')}): {c.describe(1)}")
     for c in results.deltas:
         lines.append(f"  {c.a} vs {c.b}: {c.describe()}")
+    lines += [f"  {ln}" for ln in plain_vs_residual_lines(results.plain_vs_residual)]
+    if results.leaderboard:
+        lines.append(f"  {correlation_text(results.correlation)}")
     if any(c.interval is None for c in results.deltas):
         lines.append("  (no call from one unit per group; `make demo-full` (3 pretraining runs per backbone and "
                      "norm, 3 runs per scratch arm) gives each comparison its interval)")
@@ -309,13 +354,16 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     if plan.backbones:
         lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
         arms = "; ".join(f"{a} ({ARMS[a].role}, {plan.detect_iterations_of(a)} iterations)" for a in plan.arms)
-        notes += [f"The paper's experiment in miniature: {', '.join(plan.backbones)} at width {plan.width:g}, each "
-                  f"pretrained for classification ({plan.pretrain_epochs:g} epochs of Fashion-MNIST train items "
+        given = "".join(f" {m} starts from the weights given ({Path(f).name}; no pretraining stage)."
+                        for m, f in plan.weights)
+        notes += [f"The paper's experiment in miniature: {', '.join(plan.pretrained_here()) or 'no backbone'} at "
+                  f"width {plan.width:g}, each pretrained for classification ({plan.pretrain_epochs:g} epochs of "
+                  "Fashion-MNIST train items "
                   f"composited on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} "
                   f"seed(s) per norm), then transferred to Faster R-CNN (2 images a batch, "
                   f"{len(plan.detect_seeds)} detection seed(s) per pretraining seed; {len(plan.scratch_seeds)} "
                   f"run(s) per scratch arm) in these arms: {arms}. Smoke scale on a CPU: compare the rows with "
-                  "each other and with chance, not with the paper.",
+                  "each other and with chance, not with the paper." + given,
                   f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each "
                   f"net's reference one ({lrs}), and residual nets start with the last norm of each block at zero; "
                   "each pretrained arm pretrains with the norm it is fine-tuned with (GN, or BN for the paper's "

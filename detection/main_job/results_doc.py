@@ -18,11 +18,13 @@ from pathlib import Path
 from classification.engine.run_files import RunFileError, read_json
 
 from ..report.comparison import Adjustment, Comparison
+from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
 
 __all__ = ["render", "regenerate", "stale_blocks", "comparison_from_json", "ResultsDocError"]
 
 BLOCK = re.compile(r"(<!-- results: (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S)
-KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("degradation_comparisons", "degradation: depth"),
+KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
+         ("degradation_comparisons", "degradation: depth"),
          ("interactions", "degradation: depth x shortcuts"), ("layer_response_comparisons", "Fig. 7"))
 
 
@@ -65,6 +67,12 @@ def render(results: dict) -> str:
                          f"{'' if units == 1 else 's'} | "
                          f"{_mean_ci(m.get('AP50'))} | {_mean_ci(m.get('AP'))} | {_mean_ci(m.get('AP75'))} |")
         lines.append("")
+    board = leaderboard_from_json(results.get("leaderboard") or [])
+    if board:
+        head, rows = leaderboard_table(board)
+        lines += [f"Leaderboard ({board[0].arm}, sorted by AP):", "", "| " + " | ".join(head) + " |",
+                  "|" + "---|" * len(head), *["| " + " | ".join(r) + " |" for r in rows], "",
+                  correlation_text(correlation_from_json(results.get("correlation"))), ""]
     for label, stat in (results.get("pretraining") or {}).items():
         lines.append(f"- pretraining {label}: val top-1 error {_mean_ci(stat)}% over {stat['units']} run(s)")
     nets = results.get("degradation") or []

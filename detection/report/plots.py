@@ -4,6 +4,7 @@ the pretraining curves of the backbones. Each function returns [(file name, capt
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write
@@ -12,7 +13,7 @@ from classification.analysis.figures import pyplot
 from .groups import RunGroup
 from .runs import PretrainInfo
 
-__all__ = ["detection_plots", "pretraining_plot"]
+__all__ = ["detection_plots", "pretraining_plot", "ScatterPoint", "scatter_plot"]
 
 
 def _saver(out: Path, made: list[tuple[str, str]]):
@@ -109,4 +110,44 @@ def pretraining_plot(infos: list[PretrainInfo], out: Path) -> list[tuple[str, st
     ax.legend(fontsize=8)
     _saver(out, made)(fig, "pretraining.png", "Pretraining top-1 error against images seen (solid: val split, "
                                               "dashed: running training error)")
+    return made
+
+
+@dataclass(frozen=True)
+class ScatterPoint:
+    """A labelled point with its 95% intervals (None: no interval) and the group its marker stands for."""
+
+    label: str
+    group: str
+    x: float
+    y: float
+    x_interval: tuple[float, float] | None = None
+    y_interval: tuple[float, float] | None = None
+
+
+MARKERS = "osD^v<>Px*"
+
+
+def scatter_plot(points: list[ScatterPoint], out: Path, name: str, *, xlabel: str, ylabel: str, title: str,
+                 caption: str) -> list[tuple[str, str]]:
+    """One point per item with both intervals as error bars, one marker per group (a legend of the groups)."""
+    if not points:
+        return []
+    plt = pyplot()
+    made: list[tuple[str, str]] = []
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    groups = list(dict.fromkeys(p.group for p in points))
+    for i, group in enumerate(groups):
+        for p in (p for p in points if p.group == group):
+            xerr = [[p.x - p.x_interval[0]], [p.x_interval[1] - p.x]] if p.x_interval else None
+            yerr = [[p.y - p.y_interval[0]], [p.y_interval[1] - p.y]] if p.y_interval else None
+            ax.errorbar(p.x, p.y, xerr=xerr, yerr=yerr, fmt=MARKERS[i % len(MARKERS)], color=f"C{i}",
+                        capsize=3, label=group if p is next(q for q in points if q.group == group) else None)
+            ax.annotate(p.label, (p.x, p.y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _saver(out, made)(fig, name, caption)
     return made

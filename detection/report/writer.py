@@ -443,7 +443,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
                  groups: list[str] | None = None, sections: list[ReportSection] = (),
                  comparisons: ComparisonSource | None = None,
-                 compared_metric: str | None = None) -> dict[str, Path]:
+                 compared_metric: str | None = None, lead: list[ReportSection] = ()) -> dict[str, Path]:
     """Write the report.
 
     baseline: a run (or group) name for the deltas (default: the pretrained VGG-16 group, else the first
@@ -453,7 +453,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         the main figure (the main job's degradation experiment); comparisons: where the table's comparisons come
         from when the caller owns the family (the main job's, Holm-adjusted over everything the job prints;
         default: the table's own pairs as one family); compared_metric: the metric the table's comparisons are on
-        (the caller's family's; default AP for COCO-style runs, AP50 for VOC).
+        (the caller's family's; default AP for COCO-style runs, AP50 for VOC); lead: sections placed first, before
+        the results table (the main job's leaderboard).
     """
     seen: dict[str, str] = {}
     for d in run_dirs:  # the same run twice (or through a symlink) would count as two seeds
@@ -476,6 +477,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     sections_md, sections_html, table_json, zoo_json = [], [], {}, {}
     kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
     csv_rows = []
+    for section in lead:
+        _add_section(sections_md, sections_html, section)
     for kind in kinds:  # the headline: one row per group, the columns a model-zoo reader knows
         head, rows = _zoo_table([g for g in groups if g.first.kind == kind], kind)
         if rows:

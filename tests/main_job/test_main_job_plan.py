@@ -180,7 +180,8 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"backbones": ("cifar_resnet20",)}, "--backbones 'cifar_resnet20': not a VGG / ResNet / plain model"),
+    ({"backbones": ("cifar_resnet20",)}, "--backbones 'cifar_resnet20': not a model of backbones.list_models() "
+                                         "with a detection design (plain18, plain34, plain50"),
     ({"backbones": ("resnet7",)}, "--backbones 'resnet7'"),
     ({"detect_seeds": (0, 0)}, "--detect-seeds lists a seed twice"),
     ({"pretrain_seeds": (-1,)}, "--pretrain-seeds must be >= 0"),
@@ -236,6 +237,8 @@ def test_dry_run_prints_the_plan_with_measured_estimates(tmp_path):
     assert minutes > 0 and not out.exists()
     assert "Warning" not in proc.stderr  # fvcore's torch.jit.script and Detectron2's torch.meshgrid: silenced at entry
     assert "an ESTIMATE from mult-adds, not a measurement" in proc.stdout and "40 TFLOP/s sustained" in proc.stdout
+    assert re.search(r"resnet101 +\d+ stages \(pretrained here\), 2.68M params, 0.50 GMACs, \d+ CPU min",
+                     proc.stdout), proc.stdout[-2000:]  # per backbone at the job's width
     assert re.search(r"resnet101 +pretraining 153.6M images x 7.6 GMACs = 48 GPU-hours; detection 5.12M images x "
                      r"\d+ GMACs = \d+ GPU-hours", proc.stdout), proc.stdout[-2000:]
     dup = run_tool("tools/main_job.py", "--dry-run", "--seeds", "0", "0", timeout=120)

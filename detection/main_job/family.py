@@ -1,0 +1,402 @@
+"""The job as a benchmark of a family of backbones: the leaderboard (one row per backbone), whether pretraining
+accuracy predicts transfer (a rank correlation with a bootstrap interval over the units), and plain vs residual at
+each depth with the job's one statistic.
+
+Kornblith, Shlens & Le (CVPR 2019) asked "do better ImageNet models transfer better?" of 16 networks and found rank
+correlations of 0.96-0.99 between ImageNet top-1 and transfer accuracy; the ResNet paper's own family claims are
+plain vs residual at equal depth (Table 2, Fig. 4) and deeper residual nets detecting better (Tables 7/8).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backbones import model_info
+
+from ..report.comparison import Comparison, Spread, compare, spread
+from ..report.groups import PRETRAINING_RUN, RunGroup, compare_groups
+from .arms import ARMS
+
+__all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
+           "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
+           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC"]
+
+MIN_BACKBONES = 4  # a rank correlation of 3 points takes 4 values (Spearman) -- not computed below 4
+RESAMPLES = 2000  # bootstrap resamples of the units
+MEASURED, PUBLISHED, FILE_METADATA = "measured here", "published", "published (file metadata)"
+TOP1_METRIC = "pretraining top-1 error"  # the metric of residual vs plain on pretraining (lower is better)
+CORRELATED_METRIC = "AP"  # the leaderboard's sort key: COCO AP, the headline of Detectron2's MODEL_ZOO
+
+
+@dataclass
+class Top1:
+    """A backbone's pretraining top-1 error (%) and where it comes from: pretraining runs of this job (one unit
+    each), or a figure published with a --weights file (one value, not comparable with errors measured here)."""
+
+    source: str  # MEASURED, PUBLISHED or FILE_METADATA
+    error: Spread | None
+    units: dict[str, float] = field(default_factory=dict)  # pretraining run (its directory name) -> error
+
+
+@dataclass
+class LeaderboardRow:
+    """One backbone in the leaderboard's arm, Detectron2 MODEL_ZOO's columns: accuracy, then costs."""
+
+    backbone: str
+    family: str
+    depth: int
+    residual: bool
+    arm: str
+    weights: str  # "pretrained here" or the --weights file's name
+    top1_source: str
+    top1_error: Spread | None
+    top1_units: dict[str, float]  # pretraining run (its directory name) -> error; {} for a published figure
+    metrics: dict[str, Spread]  # AP50 / AP / AP75 over the group's units
+    units: dict[str, dict[str, float]]  # metric -> unit (its pretraining run's directory name or the file) -> mean
+    train_s_per_iter: float | None
+    inference_s_per_image: float | None
+    train_mem_mb: float | None
+    params_m: float | None
+    gmacs: float | None
+
+
+@dataclass
+class Correlation:
+    """Rank correlation across backbones of pretraining top-1 accuracy and detection AP, with 95% percentile
+    bootstrap intervals that resample each backbone's units (pretraining runs: a unit keeps its own accuracy and its
+    own AP together). The backbones are fixed: the interval is the seed noise of the points, not a sample of nets."""
+
+    x: str
+    y: str
+    backbones: list[str]
+    source: str  # where the accuracies come from (one source: published and measured-here figures never mix)
+    spearman: float | None = None
+    spearman_interval: tuple[float, float] | None = None
+    kendall: float | None = None
+    kendall_interval: tuple[float, float] | None = None
+    resamples: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)  # backbone -> why it is not a point
+    why_not: str | None = None  # why no correlation (or no interval) was computed
+
+
+def leaderboard_arm(arms: tuple[str, ...]) -> str | None:
+    """The arm the leaderboard ranks backbones in: the plan's first pretrained arm (arms.ARMS order)."""
+    return next((a for a in ARMS if a in arms and ARMS[a].pretrained), None)
+
+
+def _mean(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def _unit_name(unit: str) -> str:
+    """A detection unit by its pretraining run's directory name (pretrain/resnet18_p0/model_final.pth ->
+    resnet18_p0), the key of the pretraining errors; a given file by its path."""
+    path = Path(unit)
+    return path.parent.name if path.parent.parent.name == "pretrain" else unit
+
+
+def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[str, Top1],
+                weights: dict[str, str], arm: str, gmacs) -> list[LeaderboardRow]:
+    """One row per backbone with a finished group in `arm`, sorted by AP (best first). groups: label -> RunGroup;
+    labels: backbone -> its group's label in `arm`; gmacs: a run's config -> GMACs (report.writer.run_gmacs)."""
+    rows = []
+    for backbone, label in labels.items():
+        g = groups.get(label)
+        if g is None or not g.n:
+            continue
+        info, runs = model_info(backbone), g.finished
+        params = _mean([r.parameters for r in runs])
+        t = top1.get(backbone)
+        rows.append(LeaderboardRow(
+            backbone, info.family, info.depth, info.residual, arm,
+            Path(weights[backbone]).name if backbone in weights else "pretrained here",
+            t.source if t else "", t.error if t else None, dict(t.units) if t else {},
+            {k: g.metrics[k] for k in ("AP50", "AP", "AP75") if k in g.metrics},
+            {k: {_unit_name(u): statistics.fmean(v) for u, v in g.values(k).items()} for k in ("AP50", "AP", "AP75")
+             if k in g.metrics},
+            _mean([r.train_s_per_iter for r in runs]), _mean([r.inference_s_per_image for r in runs]),
+            _mean([r.peak_memory_mb for r in runs]), None if params is None else params / 1e6, gmacs(g.first.config)))
+    return sorted(rows, key=lambda r: -(r.metrics["AP"].mean if "AP" in r.metrics else -math.inf))
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    """Ranks from 1, ties at their average rank."""
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho: Pearson's r of the ranks (ties averaged); None when either side is constant."""
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else None
+
+
+def kendall(xs: list[float], ys: list[float]) -> float | None:
+    """Kendall's tau-b (ties in either variable corrected for); None when either side is constant."""
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n_x, n_y = concordant + discordant + ties_y, concordant + discordant + ties_x  # pairs untied in x, in y
+    return (concordant - discordant) / math.sqrt(n_x * n_y) if n_x and n_y else None
+
+
+def _percentile_interval(values: list[float]) -> tuple[float, float]:
+    vals = sorted(values)
+    q = statistics.quantiles(vals, n=40, method="inclusive")  # 2.5% steps
+    return q[0], q[-1]
+
+
+def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPLES, seed: int = 0) -> Correlation:
+    """Spearman and Kendall between pretraining top-1 accuracy (100 - error) and AP over the leaderboard's
+    backbones whose accuracy has the most common source; the bootstrap resamples each backbone's units with
+    replacement (a unit's accuracy and AP together), `resamples` times, seeded."""
+    metric = CORRELATED_METRIC
+    sources = [r.top1_source for r in rows if r.top1_error is not None and metric in r.metrics]
+    source = max(sorted(set(sources)), key=sources.count) if sources else ""
+    out = Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], source)
+    points = {}
+    for r in rows:
+        if r.top1_error is None or metric not in r.metrics:
+            out.left_out[r.backbone] = "no pretraining top-1" if r.top1_error is None else f"no {metric}"
+        elif r.top1_source != source:
+            out.left_out[r.backbone] = f"top-1 {r.top1_source}, the others' {source}: not one scale"
+        else:
+            points[r.backbone] = _unit_pairs(r, metric)
+    out.backbones = list(points)
+    if len(points) < MIN_BACKBONES:
+        out.why_not = (f"{len(points)} backbone(s) with a top-1 {source or 'figure'} and an {metric}: a rank "
+                       f"correlation needs at least {MIN_BACKBONES}")
+        return out
+    xs = [100.0 - statistics.fmean(a for a, _ in p) for p in points.values()]
+    ys = [statistics.fmean(b for _, b in p) for p in points.values()]
+    out.spearman, out.kendall = spearman(xs, ys), kendall(xs, ys)
+    if out.spearman is None:
+        out.why_not = (f"every backbone has the same {out.x if len(set(xs)) == 1 else out.y}: no rank "
+                       "correlation")
+        return out
+    if all(len(p) < 2 for p in points.values()):
+        out.why_not = "one unit per backbone: the bootstrap has nothing to resample, so no interval"
+        return out
+    rng = random.Random(seed)
+    rhos, taus = [], []
+    for _ in range(resamples):
+        draws = [[p[rng.randrange(len(p))] for _ in p] for p in points.values()]
+        bx = [100.0 - statistics.fmean(a for a, _ in d) for d in draws]
+        by = [statistics.fmean(b for _, b in d) for d in draws]
+        rho, tau = spearman(bx, by), kendall(bx, by)
+        if rho is not None and tau is not None:
+            rhos.append(rho)
+            taus.append(tau)
+    out.resamples = len(rhos)
+    if len(rhos) >= resamples // 2:
+        out.spearman_interval, out.kendall_interval = _percentile_interval(rhos), _percentile_interval(taus)
+    else:
+        out.why_not = f"{resamples - len(rhos)} of {resamples} resamples had a constant side: no interval"
+    return out
+
+
+def _unit_pairs(row: LeaderboardRow, metric: str) -> list[tuple[float, float]]:
+    """(top-1 error, metric) of each unit of a backbone: its pretraining runs measured here, or the one given file
+    (the published error beside the mean of its legs)."""
+    aps = row.units.get(metric, {})
+    if row.top1_source == MEASURED:
+        return [(row.top1_units[u], ap) for u, ap in aps.items() if u in row.top1_units]
+    return [(row.top1_error.mean, statistics.fmean(aps.values()))]
+
+
+def plain_residual_pairs(backbones: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(plain, residual) backbones of the job at the same depth and detection design, as the registry says."""
+    infos = [model_info(b) for b in backbones]
+    return [(p.name, r.name) for p in infos if not p.residual and p.family != "vgg" for r in infos
+            if r.residual and r.depth == p.depth and r.detection_design == p.detection_design]
+
+
+def plain_vs_residual(pairs: list[tuple[str, str]], top1: dict[str, Top1], groups: dict[str, RunGroup],
+                      labels: dict[str, str], metric: str) -> list[Comparison]:
+    """Residual minus plain at each depth: pretraining top-1 error (pretraining runs as units, lower is better) and
+    the detection metric in the leaderboard's arm; for the job's one Holm family."""
+    out = []
+    for plain, residual in pairs:
+        tp, tr = top1.get(plain), top1.get(residual)
+        if tp and tr and tp.source == tr.source == MEASURED:
+            c = compare(TOP1_METRIC, residual, {u: [v] for u, v in tr.units.items()}, PRETRAINING_RUN,
+                        plain, {u: [v] for u, v in tp.units.items()}, PRETRAINING_RUN, higher_is_better=False)
+            if c is not None:
+                out.append(c)
+        gp, gr = groups.get(labels.get(plain, "")), groups.get(labels.get(residual, ""))
+        if gp and gr and gp.n and gr.n:
+            c = compare_groups(gr, gp, metric)
+            if c is not None:
+                out.append(c)
+    return out
+
+
+def measured_top1(errors: dict[str, float]) -> Top1:
+    """A backbone's top-1 from its pretraining runs here (run directory name -> error)."""
+    return Top1(MEASURED, spread({u: [e] for u, e in errors.items()}, PRETRAINING_RUN), dict(errors))
+
+
+def published_top1(accuracy: float, source: str = PUBLISHED) -> Top1:
+    """A figure published with a weights file: one value, no interval."""
+    return Top1(source, spread({"published": [100.0 - accuracy]}, "published figure"))
+
+
+def _ci(stat: Spread | None, nd: int = 1) -> str:
+    if stat is None:
+        return "—"
+    ci = stat.interval
+    return f"{stat.mean:.{nd}f}" + (f" [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "")
+
+
+def _num(v: float | None, nd: int) -> str:
+    return "—" if v is None else f"{v:.{nd}f}"
+
+
+LEADERBOARD_COLUMNS = ["backbone", "family", "depth", "weights", "top-1 err %", "top-1 from", "AP50", "AP", "AP75",
+                       "train s/iter", "inference s/im", "train mem (MB)", "params (M)", "GMACs (224²)"]
+
+
+def leaderboard_table(rows: list[LeaderboardRow]) -> tuple[list[str], list[list[str]]]:
+    """The leaderboard as (head, rows) of text, Detectron2 MODEL_ZOO's columns: mean [95% interval over units]."""
+    return LEADERBOARD_COLUMNS, [
+        [r.backbone, r.family, str(r.depth), r.weights, _ci(r.top1_error), r.top1_source or "—",
+         _ci(r.metrics.get("AP50")), _ci(r.metrics.get("AP")), _ci(r.metrics.get("AP75")),
+         _num(r.train_s_per_iter, 3), _num(r.inference_s_per_image, 3), _num(r.train_mem_mb, 0),
+         _num(r.params_m, 2), _num(r.gmacs, 2)] for r in rows]
+
+
+def correlation_text(c: Correlation | None) -> str:
+    """The correlation as the report, the summary and RESULTS.md state it: an estimate with its interval, not a
+    call (it is not one of the job's Holm family)."""
+    if c is None:
+        return "Accuracy vs transfer: no pretrained arm, no correlation."
+    left = "; ".join(f"{b}: {why}" for b, why in c.left_out.items())
+    left = f" Left out: {left}." if left else ""
+    if c.spearman is None:
+        return f"Accuracy vs transfer: not computed ({c.why_not}).{left}"
+    where = (f"95% bootstrap intervals over the pretraining runs ({c.resamples} resamples)"
+             if c.spearman_interval else f"no interval: {c.why_not}")
+    interval = (lambda ci: f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+    kendall = "—" if c.kendall is None else f"{c.kendall:+.2f}"
+    return (f"Accuracy vs transfer over {len(c.backbones)} backbones ({', '.join(c.backbones)}; top-1 {c.source}): "
+            f"rank correlation of {c.x} with {c.y}, Spearman {c.spearman:+.2f}{interval(c.spearman_interval)}, "
+            f"Kendall {kendall}{interval(c.kendall_interval)} ({where}). An estimate for these backbones, not a "
+            f"call: not in the job's Holm family.{left}")
+
+
+def _spread_json(d: dict | None) -> Spread | None:
+    if not d:
+        return None
+    return Spread(**{**d, "interval": tuple(d["interval"]) if d.get("interval") else None})
+
+
+def leaderboard_from_json(rows: list[dict]) -> list[LeaderboardRow]:
+    """results.json's leaderboard as rows again (RESULTS.md's blocks render them as the report does)."""
+    out = []
+    for d in rows:
+        d = dict(d)
+        d["top1_error"] = _spread_json(d.get("top1_error"))
+        d["metrics"] = {k: _spread_json(v) for k, v in (d.get("metrics") or {}).items()}
+        out.append(LeaderboardRow(**d))
+    return out
+
+
+def correlation_from_json(d: dict | None) -> Correlation | None:
+    if not d:
+        return None
+    return Correlation(**{k: tuple(v) if k.endswith("_interval") and v else v for k, v in d.items()})
+
+
+def given_weights_top1(plan) -> dict[str, Top1]:
+    """The top-1 of each backbone whose weights the job was given: --weights-top1 (published), else the file's
+    metadata (meta.top1), else measured on the embedded val items when the file's classifier has their classes
+    (this project's own checkpoints); a backbone with none of these has no top-1 (left out of the correlation)."""
+    from backbones.pretrained import read_weights_file
+
+    published = dict(plan.weights_top1)
+    out = {}
+    for model, path in plan.weights:
+        if model in published:
+            out[model] = published_top1(published[model])
+        elif (meta := read_weights_file(path).meta.top1) is not None:
+            out[model] = published_top1(meta, FILE_METADATA)
+        elif (error := _measure_top1_error(Path(path), plan)) is not None:
+            unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)
+            out[model] = Top1(MEASURED, spread({unit: [error]}, PRETRAINING_RUN), {unit: error})
+    return out
+
+
+def _measure_top1_error(path: Path, plan) -> float | None:
+    """Top-1 error (%) of the file's own classifier on the val items the job's pretraining runs are scored on;
+    None when its classifier has another number of classes (an ImageNet model: 1000)."""
+    from backbones.convert import load_model
+    from classification.engine.trainer import ClsConfig, build_datasets
+    from classification.evaluate import evaluate
+
+    name, _, net = load_model(path)
+    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
+                                   val_samples=plan.pretrain_val_images, workers=0, output_dir=str(path.parent)))[1]
+    if getattr(net.get_submodule(model_info(name).classifier), "out_features", None) != len(val.classes):
+        return None
+    return 100.0 - evaluate(net, val)["top1"]
+
+
+def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
+    """Residual vs plain at each depth as the report and the summary print them (calls of the job's family)."""
+    return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
+
+
+def family_sections(results, report: Path) -> list:
+    """The report's first section: the leaderboard, the scatter of top-1 error against AP, the correlation and
+    residual vs plain (results: a JobResults)."""
+    from ..report import ReportSection
+    from ..report.plots import ScatterPoint, scatter_plot
+
+    rows = results.leaderboard
+    if not rows:
+        return []
+    report.mkdir(parents=True, exist_ok=True)
+    points = [ScatterPoint(r.backbone + ("" if r.top1_source == MEASURED else f" ({r.top1_source})"), r.family,
+                           r.top1_error.mean, r.metrics[CORRELATED_METRIC].mean, r.top1_error.interval,
+                           r.metrics[CORRELATED_METRIC].interval)
+              for r in rows if r.top1_error is not None and CORRELATED_METRIC in r.metrics]
+    c = results.correlation
+    figures = scatter_plot(points, report, "transfer_scatter.png", xlabel="pretraining top-1 error (%)",
+                           ylabel=f"detection {CORRELATED_METRIC}",
+                           title=f"Does pretraining accuracy predict transfer? ({rows[0].arm})",
+                           caption=f"pretraining top-1 error against detection {CORRELATED_METRIC}, one point per "
+                                   "backbone, 95% intervals over its units as error bars, families by marker")
+    lines = (f"One row per backbone in the arm {rows[0].arm}, sorted by {CORRELATED_METRIC}: mean [95% interval "
+             "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
+             "val items, or published with the weights (another scale: never mixed with measured ones).",
+             correlation_text(c), *plain_vs_residual_lines(results.plain_vs_residual))
+    return [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows), figures=tuple(figures))]

@@ -1,0 +1,213 @@
+"""The job across a family of backbones (detection/main_job/family.py): weights brought with --weights, the
+leaderboard, the rank correlation of pretraining accuracy with AP and its bootstrap interval, residual vs plain."""
+
+import json
+import pickle
+import re
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+from conftest import run_tool
+from detection.main_job.cli import main
+from detection.main_job.family import (
+    MEASURED,
+    PUBLISHED,
+    LeaderboardRow,
+    kendall,
+    measured_top1,
+    plain_residual_pairs,
+    published_top1,
+    spearman,
+    transfer_correlation,
+)
+from detection.main_job.plan import MainJobPlan, PlanError, plan_stages, validate_plan
+from detection.report.comparison import spread
+
+
+def test_spearman_and_kendall_agree_with_their_definitions_ties_included():
+    xs, ys = [1, 2, 3, 4], [1, 3, 2, 4]
+    assert spearman(xs, ys) == pytest.approx(0.8)  # 1 - 6 * 2 / (4 * 15)
+    assert kendall(xs, ys) == pytest.approx(4 / 6)  # 5 concordant pairs, 1 discordant
+    tied = [1, 1, 2, 3]
+    ranks = [1.5, 1.5, 3, 4]
+    assert spearman(tied, [1, 2, 3, 4]) == pytest.approx(np.corrcoef(ranks, [1, 2, 3, 4])[0, 1])
+    assert kendall(tied, [1, 2, 3, 4]) == pytest.approx(5 / np.sqrt(5 * 6))  # tau-b: scipy's 0.9128709
+    assert spearman([1, 1, 1], [1, 2, 3]) is None and kendall([1, 1, 1], [1, 2, 3]) is None
+
+
+def _row(name, errors, aps, source=MEASURED):
+    """A leaderboard row of `name` with per-unit top-1 errors and APs (unit i of both together)."""
+    units = [f"{name}_p{i}" for i in range(len(aps))]
+    top1 = measured_top1(dict(zip(units, errors))) if source == MEASURED else published_top1(100 - errors[0])
+    ap = spread({u: [a] for u, a in zip(units, aps)}, "pretraining run")
+    return LeaderboardRow(name, "resnet", 18, True, "frozenbn_pretrained", "pretrained here", top1.source,
+                          top1.error, dict(top1.units), {"AP": ap}, {"AP": dict(zip(units, aps))}, None, None,
+                          None, None, None)
+
+
+def test_correlation_is_computed_from_four_backbones_with_a_seeded_bootstrap_over_units():
+    # better accuracy, better AP, with unit noise far below the gaps: every resample keeps the order
+    rows = [_row(f"net{i}", [50 - 5 * i, 50.5 - 5 * i], [10 + 5 * i, 10.2 + 5 * i]) for i in range(5)]
+    c = transfer_correlation(rows)
+    assert (c.spearman, c.kendall, c.spearman_interval, c.kendall_interval) == (1.0, 1.0, (1.0, 1.0), (1.0, 1.0))
+    assert c.resamples == 2000 and c.backbones == [f"net{i}" for i in range(5)] and c.why_not is None
+    # noise as large as the gaps: the interval widens, contains the estimate, and is the same for the same seed
+    noisy = [_row(f"net{i}", [50 - i, 47 - i], [10 + i, 16 + 0.5 * i]) for i in range(5)]
+    a, b = transfer_correlation(noisy), transfer_correlation(noisy)
+    assert a.spearman_interval == b.spearman_interval and a.spearman_interval[0] < 0.8
+    assert a.spearman_interval[0] <= a.spearman <= a.spearman_interval[1]
+
+
+def test_correlation_is_not_computed_below_four_backbones_nor_across_sources_and_says_why():
+    three = [_row(f"net{i}", [50 - i, 49 - i], [10 + i, 11 + i]) for i in range(3)]
+    c = transfer_correlation(three)
+    assert c.spearman is None and "needs at least 4" in c.why_not
+    mixed = three + [_row("published_net", [30.0], [40.0], source=PUBLISHED),
+                     _row("net3", [45, 44], [15, 16])]
+    c = transfer_correlation(mixed)
+    assert c.backbones == ["net0", "net1", "net2", "net3"] and c.spearman is not None
+    assert c.left_out == {"published_net": "top-1 published, the others' measured here: not one scale"}
+    constant = [_row(f"net{i}", [50 - i, 49 - i], [10.0, 10.0]) for i in range(4)]
+    c = transfer_correlation(constant)
+    assert c.spearman is None and c.spearman_interval is None and "the same detection AP" in c.why_not
+    single = [_row(f"net{i}", [50 - i], [10 + i]) for i in range(4)]
+    c = transfer_correlation(single)
+    assert c.spearman == 1.0 and c.spearman_interval is None and "nothing to resample" in c.why_not
+
+
+def test_residual_and_plain_nets_pair_by_registry_depth_and_vgg_never_pairs():
+    assert plain_residual_pairs(("vgg16_bn", "plain18", "resnet34", "resnet18", "plain34", "plain50")) == [
+        ("plain18", "resnet18"), ("plain34", "resnet34")]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"weights": (("resnet34", "x.pth"),)}, "--weights resnet34=...: 'resnet34' is not one of --backbones"),
+    ({"weights": (("resnet18", "/nonexistent.pth"),)}, "--weights resnet18=/nonexistent.pth: no such file"),
+    ({"weights_top1": (("resnet18", 70.0),)}, "--weights-top1 resnet18=...: resnet18 has no --weights file"),
+    ({"backbones": ("cifar_resnet20",)}, "not a model of backbones.list_models() with a detection design"),
+])
+def test_weights_options_that_cannot_apply_are_refused_naming_the_option(change, message):
+    from dataclasses import replace
+
+    with pytest.raises(PlanError, match=re.escape(message)):
+        validate_plan(replace(MainJobPlan(backbones=("resnet18",)), **change))
+
+
+def test_a_top1_outside_0_to_100_is_refused(tmp_path):
+    f = tmp_path / "w.pth"
+    f.write_bytes(b"")
+    with pytest.raises(PlanError, match=r"--weights-top1 resnet18=101: a top-1 accuracy in percent"):
+        validate_plan(MainJobPlan(backbones=("resnet18",), weights=(("resnet18", str(f)),),
+                                  weights_top1=(("resnet18", 101.0),)))
+
+
+@pytest.fixture(scope="module")
+def torchvision_resnet18(tmp_path_factory):
+    """A torchvision-format ResNet-18 state dict, written here (the published file's layout)."""
+    path = tmp_path_factory.mktemp("weights") / "resnet18_torchvision.pth"
+    torch.manual_seed(0)
+    torch.save(torchvision.models.resnet18().state_dict(), path)
+    return path
+
+
+def test_weights_given_plan_no_pretraining_stage_and_record_the_file_as_an_input(torchvision_resnet18, tmp_path):
+    plan = MainJobPlan(backbones=("resnet18", "resnet34"), width=1.0, arms=("frozenbn_pretrained",),
+                       pretrain_seeds=(0,), detect_seeds=(0, 1), weights=(("resnet18", str(torchvision_resnet18)),))
+    stages = plan_stages(plan, tmp_path)
+    assert [s.model for s in stages if s.kind == "pretrain"] == ["resnet34"]
+    legs = [s for s in stages if s.kind == "detect" and s.model == "resnet18"]
+    assert [s.out.name for s in legs] == ["resnet18_frozenbn_pretrained_given_d0",
+                                          "resnet18_frozenbn_pretrained_given_d1"]
+    assert all(s.deps == [] and s.inputs == [torchvision_resnet18] for s in legs)
+    assert str(torchvision_resnet18) in legs[0].argv
+
+
+def _bad_files(tmp_path, good):
+    """(file, what the one-line error must say) for files that must stop the job before training."""
+    wrong = tmp_path / "resnet34_torchvision.pth"
+    torch.save(torchvision.models.resnet34().state_dict(), wrong)
+    truncated = tmp_path / "truncated.pth"
+    truncated.write_bytes(good.read_bytes()[:4096])
+
+    class Code:
+        def __reduce__(self):
+            return (print, ("pickled code ran",))
+
+    code = tmp_path / "code.pkl"
+    code.write_bytes(pickle.dumps({"model": Code()}))
+    return [(wrong, r"does not load into the detection legs of arm frozenbn_pretrained \(width 1\): unexpected in "
+                    r"checkpoint \(\d+\): res2.2.conv1.weight"),
+            (truncated, r"truncated.pth"), (code, r"code.pkl.*(builtins.print|not allowed|unsafe)")]
+
+
+def test_a_file_that_does_not_fit_stops_the_job_before_training_in_one_line(torchvision_resnet18, tmp_path, capsys):
+    base = ["--preset", "quick", "--backbones", "resnet18", "--arms", "frozenbn_pretrained", "--output-dir",
+            str(tmp_path / "job"), "--dry-run"]
+    for path, message in _bad_files(tmp_path, torchvision_resnet18):
+        assert main([*base, "--width", "1", "--weights", f"resnet18={path}"]) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err, re.I) and err.count("\n") == 1 and "pickled code ran" not in err, err
+    assert main([*base, "--weights", f"resnet18={torchvision_resnet18}"]) == 2  # the job's width 0.25: shapes
+    err = capsys.readouterr().err
+    assert "other shapes (100): stem.conv1.weight (64, 3, 7, 7) vs (16, 3, 7, 7)" in err and "--width" in err
+    assert main([*base, "--weights", "resnet18"]) == 2 and "expected MODEL=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "job").exists()
+
+
+@pytest.mark.slow
+def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the_published_top1(
+        torchvision_resnet18, tmp_path):
+    out = tmp_path / "job"
+    args = ["--preset", "quick", "--backbones", "resnet18", "--weights", f"resnet18={torchvision_resnet18}",
+            "--weights-top1", "resnet18=69.758", "--width", "1", "--arms", "frozenbn_pretrained", "--seeds", "0",
+            "--detect-iterations", "2", "--pretrain-val-images", "64", "--output-dir", out]
+    proc = run_tool("tools/main_job.py", *args, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("[main job] started: ") == 1 and not (out / "pretrain").exists()
+    leg = out / "detect" / "resnet18_frozenbn_pretrained_given_d0"
+    assert f"WEIGHTS: {torchvision_resnet18}" in (leg / "config.yaml").read_text()
+    results = json.loads((out / "results.json").read_text())
+    (row,) = results["leaderboard"]
+    assert (row["backbone"], row["weights"], row["top1_source"]) == ("resnet18", "resnet18_torchvision.pth",
+                                                                      PUBLISHED)
+    assert row["top1_error"]["mean"] == pytest.approx(100 - 69.758) and row["metrics"]["AP"]["units"] == 1
+    assert "needs at least 4" in results["correlation"]["why_not"]
+    assert "## Leaderboard" in (out / "report" / "report.md").read_text()
+    torch.save(torchvision.models.resnet18().state_dict(), torchvision_resnet18)  # another file, the same name
+    again = run_tool("tools/main_job.py", *args, timeout=300)
+    assert again.returncode == 1 and f"was trained from {torchvision_resnet18}, which changed" in again.stderr
+
+
+@pytest.mark.slow
+def test_a_five_backbone_job_writes_the_leaderboard_scatter_correlation_and_residual_vs_plain_calls(tmp_path):
+    out = tmp_path / "job"
+    backbones = ["resnet18", "resnet34", "plain18", "plain34", "vgg11_bn"]
+    proc = run_tool("tools/main_job.py", "--preset", "family", "--backbones", *backbones, "--pretrain-seeds", "0",
+                    "1", "--pretrain-epochs", "2", "--pretrain-images", "128", "--pretrain-val-images", "64",
+                    "--detect-iterations", "2", "--output-dir", out, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    board = results["leaderboard"]
+    assert sorted(r["backbone"] for r in board) == sorted(backbones)
+    aps = [r["metrics"]["AP"]["mean"] for r in board]
+    assert aps == sorted(aps, reverse=True)  # sorted by AP, best first
+    assert all(r["top1_source"] == MEASURED and r["top1_error"]["units"] == 2 and r["params_m"] > 0
+               and r["gmacs"] > 0 and r["inference_s_per_image"] > 0 for r in board)
+    c = results["correlation"]
+    assert len(c["backbones"]) == 5 and c["resamples"] > 1000 and c["why_not"] is None, c
+    assert c["spearman_interval"][0] <= c["spearman"] <= c["spearman_interval"][1]
+    assert c["kendall_interval"][0] <= c["kendall"] <= c["kendall_interval"][1]
+    pairs = [(d["a"], d["b"], d["metric"]) for d in results["plain_vs_residual"]]
+    assert pairs == [("resnet18", "plain18", "pretraining top-1 error"),
+                     ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP50"),
+                     ("resnet34", "plain34", "pretraining top-1 error"),
+                     ("resnet34_frozenbn_pretrained", "plain34_frozenbn_pretrained", "AP50")]
+    family = 4 + len(results["deltas"])  # residual vs plain in the job's one Holm family, beside the deltas
+    assert all(d["adjustment"]["size"] == family for d in results["plain_vs_residual"] + results["deltas"])
+    assert (out / "report" / "transfer_scatter.png").stat().st_size > 10_000
+    md = (out / "report" / "report.md").read_text()
+    assert md.index("## Leaderboard") < md.index("## Results") and "Residual vs plain, AP50" in md
+    assert "Accuracy vs transfer over 5 backbones" in md
