@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast test-d2main demo demo-full demo-quick lint benchmark device-check
+.PHONY: setup test test-fast test-d2main demo demo-full demo-family demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -28,13 +28,17 @@ test-d2main: setup
 
 # The main job's presets (detection/main_job/plan.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
 # control as rows, one seed per leg, about 12 minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
-# experiment (3 seeds), two jobs of at most 150 minutes each; demo-quick: every arm at smoke scale, not converged.
+# experiment (3 seeds), two jobs of at most 150 minutes each; demo-family: six backbones of three families (the
+# leaderboard, accuracy vs transfer); demo-quick: every arm at smoke scale, not converged.
 demo: setup
 	$(PY) tools/main_job.py --preset demo
 
 demo-full: setup
 	$(PY) tools/main_job.py --preset full
 	$(PY) tools/main_job.py --preset degradation
+
+demo-family: setup
+	$(PY) tools/main_job.py --preset family
 
 demo-quick: setup
 	$(PY) tools/main_job.py --preset quick

@@ -438,7 +438,7 @@ def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
                     what = f"--weights {model}={given}"
                     weights = given
                 else:
-                    what = f"{model}: the {arm.pretrain_norm} pretraining net of arm {arm.name}"
+                    what = f"{model}: the {arm.pretrain_norm} pretraining net"
                     net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
                     weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
                 _check_fit(plan, model, arm.name, weights, what, Path(tmp))

@@ -211,3 +211,29 @@ def test_a_five_backbone_job_writes_the_leaderboard_scatter_correlation_and_resi
     md = (out / "report" / "report.md").read_text()
     assert md.index("## Leaderboard") < md.index("## Results") and "Residual vs plain, AP50" in md
     assert "Accuracy vs transfer over 5 backbones" in md
+
+
+def test_top1_of_given_weights_comes_from_the_option_then_the_file_then_a_measurement_here(tmp_path):
+    """--weights-top1 first (published), then the file's meta.top1, then the file's own classifier scored on the
+    val items when it has their 10 classes (this project's checkpoints); an ImageNet classifier: no top-1."""
+    import os
+
+    from backbones import create_model, save_pretrained
+    from backbones.weight_formats import MetadataError
+    from detection.main_job.family import FILE_METADATA, given_weights_top1
+
+    with_meta = save_pretrained(create_model("resnet18", num_classes=1000, width=0.25), tmp_path / "a.pth", top1=71.5)
+    own = save_pretrained(create_model("resnet34", num_classes=10, width=0.25), tmp_path / "b.pth")
+    imagenet = save_pretrained(create_model("plain18", num_classes=1000, width=0.25), tmp_path / "c.pth")
+    weights = (("resnet18", str(with_meta)), ("resnet34", str(own)), ("plain18", str(imagenet)))
+    plan = MainJobPlan(backbones=("resnet18", "resnet34", "plain18"), weights=weights, pretrain_val_images=64)
+    top1 = given_weights_top1(plan)
+    assert (top1["resnet18"].source, top1["resnet18"].error.mean) == (FILE_METADATA, pytest.approx(28.5))
+    assert top1["resnet34"].source == MEASURED and list(top1["resnet34"].units) == [os.path.realpath(own)]
+    assert 0 <= top1["resnet34"].error.mean <= 100 and top1["resnet34"].error.units == 1
+    assert "plain18" not in top1
+    published = given_weights_top1(MainJobPlan(backbones=("resnet18",), weights=weights[:1],
+                                               weights_top1=(("resnet18", 69.8),)))
+    assert (published["resnet18"].source, published["resnet18"].error.mean) == (PUBLISHED, pytest.approx(30.2))
+    with pytest.raises(MetadataError, match=r"meta.top1 150: expected a top-1 accuracy in percent"):
+        save_pretrained(create_model("resnet18", num_classes=10, width=0.25), tmp_path / "d.pth", top1=150)

@@ -137,8 +137,9 @@ def test_a_pretraining_net_its_detection_legs_cannot_load_stops_the_plan_naming_
 
     check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16", "vgg16_bn", "resnet18"), width=0.125))
     monkeypatch.setattr(backbone, "BN_VARIANTS", backbone.BN_VARIANTS | {"GN"})
-    with pytest.raises(PlanError, match=r"vgg16: the GN pretraining net of arm gn_pretrained does not load into its "
-                                        r"detection legs: unexpected in checkpoint \(26\): conv1.conv1_1.norm.weight"):
+    with pytest.raises(PlanError, match=r"vgg16: the GN pretraining net does not load into the detection legs of arm "
+                                        r"gn_pretrained \(width 0.125\): unexpected in checkpoint \(26\): "
+                                        r"conv1.conv1_1.norm.weight"):
         check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16",), width=0.125))
 
 
