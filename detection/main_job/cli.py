@@ -290,6 +290,7 @@ def _main(argv: list[str] | None = None) -> int:
     for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
         print(f"[main job] --allow-unfair-arms: {text}", flush=True)
     check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
+    given_top1 = given_weights_top1(plan)  # a given file's top-1 (measured: seconds), before anything trains
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
     if not 0 < args.gpu_tflops < float("inf"):  # inf printed "0 GPU-hours"
@@ -308,7 +309,7 @@ def _main(argv: list[str] | None = None) -> int:
             print("[main job] error: --report-only: unfinished stages: " + "; ".join(s.title for s in missing),
                   file=sys.stderr)
             return 1
-        return _report(plan, stages, out, t_start, args, threads)
+        return _report(plan, stages, out, t_start, args, threads, given_top1)
     # time only the kinds of stage still to run: a rerun whose stages are all finished starts no calibration
     keys = {s.rate_key for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))}
     print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
@@ -350,7 +351,7 @@ def _main(argv: list[str] | None = None) -> int:
     except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
-    return _report(plan, stages, out, t_start, args, threads)
+    return _report(plan, stages, out, t_start, args, threads, given_top1)
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path) -> int:
@@ -433,7 +434,7 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
                                          f"on {LAYER_RESPONSE_IMAGES} val items, first seed")))]
 
 
-def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -> int:
+def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     import detection  # noqa: F401  (registers the embedded datasets)
     from detection.datasets import ensure_embedded_dataset
@@ -446,7 +447,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int) -
     chance = chance_ap(dataset) if runs else None
     responses = _layer_responses(plan, stages, out / "report")
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
-                                         for m, runs in responses.items()}, given_weights_top1(plan))
+                                         for m, runs in responses.items()}, given_top1)
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "

@@ -22,9 +22,8 @@ from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileEr
 
 from ..engine.code_version import describe_versions
 from ..report.comparison import Comparison, adjust, compare, contrast
-from ..report.groups import PRETRAINING_RUN
 from ..report.runs import load_run
-from .family import TOP1_METRIC
+from .family import TOP1_METRIC, compare_top1
 from .graph import StageRecord, read_stage_record
 
 __all__ = ["compare_jobs", "comparison_lines"]
@@ -142,9 +141,7 @@ def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
             lr = res["layer_responses"]
             return compare(metric, a, lr[a], "run", b, lr[b], "run", higher_is_better=False)
         if kind == "plain_vs_residual" and metric == TOP1_METRIC:  # the backbones' pretraining runs
-            ua, ub = res["top1"][a]["units"], res["top1"][b]["units"]
-            return compare(metric, a, {u: [v] for u, v in ua.items()}, PRETRAINING_RUN, b,
-                           {u: [v] for u, v in ub.items()}, PRETRAINING_RUN, higher_is_better=False)
+            return compare_top1(a, res["top1"][a]["units"], b, res["top1"][b]["units"])
         if kind == "interactions":
             p_deep, p_shallow, r_deep, r_shallow = (nets[m]["errors"]["train"] for m in res["interaction_terms"][index])
             return contrast(metric, a, (p_deep, p_shallow), b, (r_deep, r_shallow), "run", higher_is_better=False)

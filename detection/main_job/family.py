@@ -2,8 +2,9 @@
 accuracy predicts transfer (a rank correlation with a bootstrap interval over the units), and plain vs residual at
 each depth with the job's one statistic.
 
-Kornblith, Shlens & Le (CVPR 2019) asked "do better ImageNet models transfer better?" of 16 networks and found rank
-correlations of 0.96-0.99 between ImageNet top-1 and transfer accuracy; the ResNet paper's own family claims are
+Kornblith, Shlens & Le (CVPR 2019) asked "do better ImageNet models transfer better?" of 16 networks and found ImageNet
+top-1 strongly correlated with transfer accuracy on classification datasets (about 0.96-0.99; detection is not what
+they measured); the ResNet paper's own family claims are
 plain vs residual at equal depth (Table 2, Fig. 4) and deeper residual nets detecting better (Tables 7/8).
 """
 
@@ -21,6 +22,7 @@ from backbones import model_info
 from ..report.comparison import Comparison, Spread, compare, spread
 from ..report.groups import PRETRAINING_RUN, RunGroup, compare_groups
 from .arms import ARMS
+from .plan import PlanError
 
 __all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
            "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
@@ -79,7 +81,8 @@ class Correlation:
     spearman_interval: tuple[float, float] | None = None
     kendall: float | None = None
     kendall_interval: tuple[float, float] | None = None
-    resamples: int = 0
+    resamples: int = 0  # resamples the intervals are made of
+    dropped: int = 0  # resamples left out because one side was constant (no rank correlation defined)
     left_out: dict[str, str] = field(default_factory=dict)  # backbone -> why it is not a point
     why_not: str | None = None  # why no correlation (or no interval) was computed
 
@@ -94,17 +97,12 @@ def _mean(values: list) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def _unit_name(unit: str) -> str:
-    """A detection unit by its pretraining run's directory name (pretrain/resnet18_p0/model_final.pth ->
-    resnet18_p0), the key of the pretraining errors; a given file by its path."""
-    path = Path(unit)
-    return path.parent.name if path.parent.parent.name == "pretrain" else unit
-
-
 def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[str, Top1],
-                weights: dict[str, str], arm: str, gmacs) -> list[LeaderboardRow]:
+                weights: dict[str, str], arm: str, gmacs, unit_names: dict[str, str]) -> list[LeaderboardRow]:
     """One row per backbone with a finished group in `arm`, sorted by AP (best first). groups: label -> RunGroup;
-    labels: backbone -> its group's label in `arm`; gmacs: a run's config -> GMACs (report.writer.run_gmacs)."""
+    labels: backbone -> its group's label in `arm`; gmacs: a run's config -> GMACs (report.writer.run_gmacs);
+    unit_names: a detection unit (the resolved checkpoint path, RunGroup.unit_of) -> the key its top-1 has (a
+    pretraining run's directory name; a given file keeps its path)."""
     rows = []
     for backbone, label in labels.items():
         g = groups.get(label)
@@ -118,8 +116,8 @@ def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[
             Path(weights[backbone]).name if backbone in weights else "pretrained here",
             t.source if t else "", t.error if t else None, dict(t.units) if t else {},
             {k: g.metrics[k] for k in ("AP50", "AP", "AP75") if k in g.metrics},
-            {k: {_unit_name(u): statistics.fmean(v) for u, v in g.values(k).items()} for k in ("AP50", "AP", "AP75")
-             if k in g.metrics},
+            {k: {unit_names.get(u, u): statistics.fmean(v) for u, v in g.values(k).items()}
+             for k in ("AP50", "AP", "AP75") if k in g.metrics},
             _mean([r.train_s_per_iter for r in runs]), _mean([r.inference_s_per_image for r in runs]),
             _mean([r.peak_memory_mb for r in runs]), None if params is None else params / 1e6, gmacs(g.first.config)))
     return sorted(rows, key=lambda r: -(r.metrics["AP"].mean if "AP" in r.metrics else -math.inf))
@@ -180,20 +178,23 @@ def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPL
     backbones whose accuracy has the most common source; the bootstrap resamples each backbone's units with
     replacement (a unit's accuracy and AP together), `resamples` times, seeded."""
     metric = CORRELATED_METRIC
-    sources = [r.top1_source for r in rows if r.top1_error is not None and metric in r.metrics]
-    source = max(sorted(set(sources)), key=sources.count) if sources else ""
-    out = Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], source)
+    scales = [_scale(r.top1_source) for r in rows if r.top1_error is not None and metric in r.metrics]
+    scale = max(sorted(set(scales)), key=scales.count) if scales else ""
+    out = Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], scale)
     points = {}
     for r in rows:
+        pairs = _unit_pairs(r, metric) if r.top1_error is not None and metric in r.metrics else []
         if r.top1_error is None or metric not in r.metrics:
             out.left_out[r.backbone] = "no pretraining top-1" if r.top1_error is None else f"no {metric}"
-        elif r.top1_source != source:
-            out.left_out[r.backbone] = f"top-1 {r.top1_source}, the others' {source}: not one scale"
+        elif _scale(r.top1_source) != scale:
+            out.left_out[r.backbone] = f"top-1 {_scale(r.top1_source)}, the others' {scale}: not one scale"
+        elif not pairs:  # never a point without a unit that has both (it would be an unpaired mean)
+            out.left_out[r.backbone] = f"no unit with both a top-1 and an {metric}"
         else:
-            points[r.backbone] = _unit_pairs(r, metric)
+            points[r.backbone] = pairs
     out.backbones = list(points)
     if len(points) < MIN_BACKBONES:
-        out.why_not = (f"{len(points)} backbone(s) with a top-1 {source or 'figure'} and an {metric}: a rank "
+        out.why_not = (f"{len(points)} backbone(s) with a top-1 {scale or 'figure'} and an {metric}: a rank "
                        f"correlation needs at least {MIN_BACKBONES}")
         return out
     xs = [100.0 - statistics.fmean(a for a, _ in p) for p in points.values()]
@@ -216,12 +217,18 @@ def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPL
         if rho is not None and tau is not None:
             rhos.append(rho)
             taus.append(tau)
-    out.resamples = len(rhos)
+    out.resamples, out.dropped = len(rhos), resamples - len(rhos)
     if len(rhos) >= resamples // 2:
         out.spearman_interval, out.kendall_interval = _percentile_interval(rhos), _percentile_interval(taus)
     else:
         out.why_not = f"{resamples - len(rhos)} of {resamples} resamples had a constant side: no interval"
     return out
+
+
+def _scale(source: str) -> str:
+    """What a top-1 figure can be compared with: measured here on the val items, or a figure its publisher states
+    (in --weights-top1 or in the file: the same kind of figure, on the publisher's val set)."""
+    return PUBLISHED if source in (PUBLISHED, FILE_METADATA) else source
 
 
 def _unit_pairs(row: LeaderboardRow, metric: str) -> list[tuple[float, float]]:
@@ -230,14 +237,21 @@ def _unit_pairs(row: LeaderboardRow, metric: str) -> list[tuple[float, float]]:
     aps = row.units.get(metric, {})
     if row.top1_source == MEASURED:
         return [(row.top1_units[u], ap) for u, ap in aps.items() if u in row.top1_units]
-    return [(row.top1_error.mean, statistics.fmean(aps.values()))]
+    return [(row.top1_error.mean, statistics.fmean(aps.values()))] if aps else []
 
 
 def plain_residual_pairs(backbones: tuple[str, ...]) -> list[tuple[str, str]]:
     """(plain, residual) backbones of the job at the same depth and detection design, as the registry says."""
     infos = [model_info(b) for b in backbones]
-    return [(p.name, r.name) for p in infos if not p.residual and p.family != "vgg" for r in infos
+    return [(p.name, r.name) for p in infos if not p.residual for r in infos
             if r.residual and r.depth == p.depth and r.detection_design == p.detection_design]
+
+
+def compare_top1(a: str, units_a: dict[str, float], b: str, units_b: dict[str, float]) -> Comparison | None:
+    """A vs B on pretraining top-1 error, pretraining runs as units (lower is better): the job and
+    tools/compare_jobs.py (from results.json's top1) call this one."""
+    return compare(TOP1_METRIC, a, {u: [v] for u, v in units_a.items()}, PRETRAINING_RUN, b,
+                   {u: [v] for u, v in units_b.items()}, PRETRAINING_RUN, higher_is_better=False)
 
 
 def plain_vs_residual(pairs: list[tuple[str, str]], top1: dict[str, Top1], groups: dict[str, RunGroup],
@@ -248,8 +262,7 @@ def plain_vs_residual(pairs: list[tuple[str, str]], top1: dict[str, Top1], group
     for plain, residual in pairs:
         tp, tr = top1.get(plain), top1.get(residual)
         if tp and tr and tp.source == tr.source == MEASURED:
-            c = compare(TOP1_METRIC, residual, {u: [v] for u, v in tr.units.items()}, PRETRAINING_RUN,
-                        plain, {u: [v] for u, v in tp.units.items()}, PRETRAINING_RUN, higher_is_better=False)
+            c = compare_top1(residual, tr.units, plain, tp.units)
             if c is not None:
                 out.append(c)
         gp, gr = groups.get(labels.get(plain, "")), groups.get(labels.get(residual, ""))
@@ -303,8 +316,11 @@ def correlation_text(c: Correlation | None) -> str:
     left = f" Left out: {left}." if left else ""
     if c.spearman is None:
         return f"Accuracy vs transfer: not computed ({c.why_not}).{left}"
-    where = (f"95% bootstrap intervals over the pretraining runs ({c.resamples} resamples)"
-             if c.spearman_interval else f"no interval: {c.why_not}")
+    units = "the pretraining runs of each backbone" if c.source == MEASURED else "each backbone's units"
+    dropped = f", {c.dropped} with a constant side left out" if c.dropped else ""
+    where = (f"95% percentile bootstrap over {units}, {c.resamples} resamples{dropped}: the backbones are fixed, so "
+             "it is their seed noise only, and with 2-3 runs a backbone approximate" if c.spearman_interval
+             else f"no interval: {c.why_not}")
     interval = (lambda ci: f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
     kendall = "—" if c.kendall is None else f"{c.kendall:+.2f}"
     return (f"Accuracy vs transfer over {len(c.backbones)} backbones ({', '.join(c.backbones)}; top-1 {c.source}): "
@@ -339,20 +355,33 @@ def correlation_from_json(d: dict | None) -> Correlation | None:
 def given_weights_top1(plan) -> dict[str, Top1]:
     """The top-1 of each backbone whose weights the job was given: --weights-top1 (published), else the file's
     metadata (meta.top1), else measured on the embedded val items when the file's classifier has their classes
-    (this project's own checkpoints); a backbone with none of these has no top-1 (left out of the correlation)."""
-    from backbones.pretrained import read_weights_file
-
+    (this project's own checkpoints); a backbone with none of these has no top-1 (left out of the correlation).
+    PlanError naming the file when it cannot be read or rebuilt for the measurement."""
     published = dict(plan.weights_top1)
     out = {}
     for model, path in plan.weights:
-        if model in published:
-            out[model] = published_top1(published[model])
-        elif (meta := read_weights_file(path).meta.top1) is not None:
-            out[model] = published_top1(meta, FILE_METADATA)
-        elif (error := _measure_top1_error(Path(path), plan)) is not None:
-            unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)
-            out[model] = Top1(MEASURED, spread({unit: [error]}, PRETRAINING_RUN), {unit: error})
+        try:
+            top1 = _given_top1(model, path, published, plan)
+        except (ValueError, RuntimeError, OSError) as err:  # a file the detection legs load, ours cannot rebuild
+            raise PlanError(f"--weights {model}={path}: its top-1 cannot be read or measured ({err}); give it with "
+                            f"--weights-top1 {model}=PERCENT") from None
+        if top1 is not None:
+            out[model] = top1
     return out
+
+
+def _given_top1(model: str, path: str, published: dict[str, float], plan) -> Top1 | None:
+    """The top-1 of one given file, in given_weights_top1's order of sources; None when none applies."""
+    from backbones.pretrained import read_weights_file
+
+    if model in published:
+        return published_top1(published[model])
+    if (meta := read_weights_file(path).meta.top1) is not None:
+        return published_top1(meta, FILE_METADATA)
+    if (error := _measure_top1_error(Path(path), plan)) is not None:
+        unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)
+        return Top1(MEASURED, spread({unit: [error]}, PRETRAINING_RUN), {unit: error})
+    return None
 
 
 def _measure_top1_error(path: Path, plan) -> float | None:
@@ -394,7 +423,8 @@ def family_sections(results, report: Path) -> list:
                            ylabel=f"detection {CORRELATED_METRIC}",
                            title=f"Does pretraining accuracy predict transfer? ({rows[0].arm})",
                            caption=f"pretraining top-1 error against detection {CORRELATED_METRIC}, one point per "
-                                   "backbone, 95% intervals over its units as error bars, families by marker")
+                                   "backbone, 95% intervals over its units as error bars, families by marker (the "
+                                   "correlation is on accuracy = 100 - error: a positive one falls to the right)")
     lines = (f"One row per backbone in the arm {rows[0].arm}, sorted by {CORRELATED_METRIC}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",

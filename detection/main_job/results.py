@@ -5,12 +5,13 @@ comparisons from its per-unit values with the same function, never from the text
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from backbones import model_info
 from classification.analysis.degradation import RECIPE
-from classification.engine.run_files import read_classification_run
+from classification.engine.run_files import FINAL_CHECKPOINT, read_classification_run
 
 from ..report.comparison import Comparison, Spread, adjust, compare, contrast, find, spread
 from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
@@ -106,8 +107,7 @@ class JobResults:
 
     def comparisons(self) -> list[Comparison]:
         """Everything the job prints that makes a call: its one family."""
-        return [*self.arms, *self.deltas, *self.plain_vs_residual, *self.degradation_comparisons,
-                *self.interactions, *self.layer_response_comparisons]
+        return [c for kind in COMPARISON_FIELDS for c in getattr(self, kind)]
 
     def adjust_family(self) -> None:
         """Holm over every comparison the job prints (summary, notes, the report's table), one family per job."""
@@ -186,27 +186,32 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
                 extra = unfair_keys(out.differences[f"{ga.name} vs {gb.name}"], arms)
                 if extra:
                     out.unfair[f"{ga.name} vs {gb.name}"] = extra
+    pairs = {frozenset(p) for p in plain_residual_pairs(plan.backbones)} if board_arm else set()
     for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
         base = by_label.get(group_label(plan.backbones[0], arm))
         for model in plan.backbones[1:]:
+            if arm == board_arm and frozenset((model, plan.backbones[0])) in pairs:
+                continue  # residual vs plain (_family) compares them: one test counts once in the family
             other = by_label.get(group_label(model, arm))
             if base and other:
                 out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     if board_arm:
-        _family(out, plan, board_arm, by_label)
+        _family(out, plan, board_arm, by_label, {os.path.realpath(d / FINAL_CHECKPOINT): d.name
+                                                 for s in detect for d in s.deps})
     _degradation(out, [s for s in stages if s.kind == "degradation"])
     _layer_response_comparisons(out, layer_responses or {})
     out.adjust_family()
     return out
 
 
-def _family(out: JobResults, plan: MainJobPlan, arm: str, groups: dict) -> None:
-    """The leaderboard in `arm`, residual vs plain at each depth, and accuracy vs transfer (family.py)."""
+def _family(out: JobResults, plan: MainJobPlan, arm: str, groups: dict, unit_names: dict[str, str]) -> None:
+    """The leaderboard in `arm`, residual vs plain at each depth, and accuracy vs transfer (family.py);
+    unit_names: each pretraining checkpoint (resolved) -> its run's directory name, the key of its top-1."""
     from ..report.writer import run_gmacs
 
     labels = {m: group_label(m, arm) for m in plan.backbones}
     weights = {m: str(f) for m, f in plan.weights}
-    out.leaderboard = leaderboard(groups, labels, out.top1, weights, arm, run_gmacs)
+    out.leaderboard = leaderboard(groups, labels, out.top1, weights, arm, run_gmacs, unit_names)
     out.plain_vs_residual = plain_vs_residual(plain_residual_pairs(plan.backbones), out.top1, groups, labels,
                                               COMPARED_METRICS[0])
     out.correlation = transfer_correlation(out.leaderboard)

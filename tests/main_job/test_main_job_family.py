@@ -205,6 +205,7 @@ def test_a_five_backbone_job_writes_the_leaderboard_scatter_correlation_and_resi
                      ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP50"),
                      ("resnet34", "plain34", "pretraining top-1 error"),
                      ("resnet34_frozenbn_pretrained", "plain34_frozenbn_pretrained", "AP50")]
+    assert len(results["deltas"]) == 3  # vs resnet18, plain18 aside: residual vs plain compares those two
     family = 4 + len(results["deltas"])  # residual vs plain in the job's one Holm family, beside the deltas
     assert all(d["adjustment"]["size"] == family for d in results["plain_vs_residual"] + results["deltas"])
     assert (out / "report" / "transfer_scatter.png").stat().st_size > 10_000
@@ -237,3 +238,71 @@ def test_top1_of_given_weights_comes_from_the_option_then_the_file_then_a_measur
     assert (published["resnet18"].source, published["resnet18"].error.mean) == (PUBLISHED, pytest.approx(30.2))
     with pytest.raises(MetadataError, match=r"meta.top1 150: expected a top-1 accuracy in percent"):
         save_pretrained(create_model("resnet18", num_classes=10, width=0.25), tmp_path / "d.pth", top1=150)
+
+
+def _pretraining_run(out, top1):
+    """A finished tools/train_cls.py run directory (run_files' layout) with the given val top-1 (%)."""
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps({"model": "resnet18", "model_options": {"width": 0.25},
+                                                 "dataset": "embedded", "image_size": 32, "iterations": 9,
+                                                 "batch_size": 64, "lr": 0.1}))
+    (out / "metrics.json").write_text(json.dumps({
+        "history": {"iteration": [9], "train_error": [50.0], "test_error": [100 - top1]},
+        "final": {"top1": top1, "top5": 95.0}, "images_seen": 576, "val_images": 64, "seconds": 1.0}))
+    (out / "model_final.pth").write_bytes(b"")
+
+
+def test_job_results_pair_each_pretraining_run_with_its_own_legs_and_count_each_test_once(tmp_path):
+    """Through the real readers (run files, RunGroup keys): each leg's AP pairs with the top-1 of the pretraining run
+    it started from, also for a given file that lies in another job's pretrain/ folder; a published top-1 is left out
+    of a correlation of measured ones; resnet18 vs plain18 (the first backbone and its plain twin) is one test."""
+    import os
+
+    from detection.main_job.results import job_results
+    from fabricated_runs import make_run
+
+    given = tmp_path / "other_job" / "pretrain" / "resnet34_p0"
+    _pretraining_run(given, 70.0)
+    published = tmp_path / "published.pth"
+    published.write_bytes(b"")
+    plan = MainJobPlan(backbones=("resnet18", "plain18", "resnet50", "resnet34", "plain34"),
+                       arms=("frozenbn_pretrained",), pretrain_seeds=(0, 1), detect_seeds=(0,),
+                       weights=(("resnet34", str(given / "model_final.pth")), ("plain34", str(published))))
+    job = tmp_path / "job"
+    stages = plan_stages(plan, job)
+    top1 = {"resnet18": (60.0, 62.0), "plain18": (55.0, 56.0), "resnet50": (65.0, 66.0)}
+    ap = {"resnet18": (30.0, 34.0), "plain18": (20.0, 21.0), "resnet50": (40.0, 41.0), "resnet34": (35.0,),
+          "plain34": (10.0,)}
+    for s in stages:
+        if s.kind == "pretrain":
+            _pretraining_run(s.out, top1[s.model][s.pretrain_seed])
+    for s in stages:
+        if s.kind == "detect":
+            weights = s.deps[0] / "model_final.pth" if s.deps else s.files[0]
+            value = ap[s.model][s.pretrain_seed or 0]
+            make_run(s.out.parent, s.out.name, s.model, coco={"AP": value, "AP50": value + 20, "AP75": value},
+                     weights=str(weights), width=0.25)
+    from detection.main_job.family import measured_top1 as measured
+
+    given_top1 = {"resnet34": measured({os.path.realpath(given / "model_final.pth"): 36.0}),
+                  "plain34": published_top1(50.0)}
+    res = job_results(stages, plan, given_top1=given_top1)
+    rows = {r.backbone: r for r in res.leaderboard}
+    assert rows["resnet18"].units["AP"] == {"resnet18_p0": 30.0, "resnet18_p1": 34.0}
+    assert rows["resnet18"].top1_units == {"resnet18_p0": 40.0, "resnet18_p1": 38.0}
+    assert list(rows["resnet34"].units["AP"]) == list(rows["resnet34"].top1_units)  # the file's resolved path
+    c = res.correlation
+    assert c.backbones == ["resnet50", "resnet34", "resnet18", "plain18"] and c.spearman == 1.0
+    assert c.left_out == {"plain34": "top-1 published, the others' measured here: not one scale"}
+    assert [r.backbone for r in res.leaderboard] == ["resnet50", "resnet34", "resnet18", "plain18", "plain34"]
+    pairs = [(d.a, d.b, d.metric) for d in res.plain_vs_residual]
+    assert ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP50") in pairs
+    assert not any({d.a, d.b} == {"resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained"} for d in res.deltas)
+    assert {d.adjustment.size for d in res.comparisons()} == {len(res.comparisons())}
+
+
+def test_compare_jobs_recomputes_every_list_of_the_jobs_family_in_its_order():
+    from detection.main_job.compare import COMPARISON_KINDS
+    from detection.main_job.results import COMPARISON_FIELDS
+
+    assert tuple(k for k in COMPARISON_KINDS if k != "gains") == COMPARISON_FIELDS  # "gains": jobs before the arms
