@@ -17,14 +17,15 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from backbones.registry import parse_model_option
 
+from .datasets import DATASET_TABLE
+
 __all__ = ["ClsConfig", "DATASETS", "TEST_MODES", "SEED_LIMIT", "add_config_arguments", "config_from_args",
            "model_option_argument"]
 
 SEED_LIMIT = 2**32  # numpy seeds are 32-bit: every seed a run takes (train_cls's, the main job's) is below it
 
-DATASETS = ("embedded", "fashion-mnist", "cifar10", "imagefolder")
+DATASETS = tuple(DATASET_TABLE)  # the dataset table's names (classification/engine/datasets.py)
 TEST_MODES = ("center", "ten-crop", "multi-scale")
-_REFERENCE_BATCH = {"imagefolder": 256}  # the paper's batch for lr 0.1; 32-pixel datasets (CIFAR recipe): 128
 _WARMUP_UNTIL_ERROR_MODELS = ("cifar_resnet110", "cifar_resnet1202")  # paper Sec. 4.2
 
 
@@ -156,7 +157,7 @@ class ClsConfig:
     def base_lr(self, world_size: int = 1) -> float:
         if self.lr is not None:
             return self.lr
-        return 0.1 * self.batch_size * world_size / _REFERENCE_BATCH.get(self.dataset, 128)
+        return 0.1 * self.batch_size * world_size / DATASET_TABLE[self.dataset].reference_batch
 
     def warmup_error(self) -> float | None:
         if self.warmup_until_error is not None:

@@ -27,22 +27,15 @@ from torch.utils.data import DataLoader
 
 from backbones import create_model, load_pretrained, save_pretrained
 from backbones.checkpoint_io import atomic_write_text
-from backbones.weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
 
 from ..data.composited import CompositedSet
 from ..data.datasets import (
-    Cifar10,
-    EmbeddedObjects,
-    FashionMNIST,
-    ImageFolderDataset,
     collate_skipping,
-    dataset_labels,
-    stratified_subset,
 )
 from ..data.sampling import ResumableSampler, SeededSamples, position_uniforms
-from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 from ..evaluate import evaluate
 from .config import ClsConfig
+from .datasets import DATASET_TABLE, build_datasets, embedded_padding
 from .interrupt import StepBoundaryInterrupt
 from .progress import ProgressFile
 from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
@@ -63,109 +56,6 @@ logger = logging.getLogger("classification")
 
 def _is_main() -> bool:
     return not dist.is_initialized() or dist.get_rank() == 0
-
-
-def build_datasets(cfg: ClsConfig):
-    mean, std = TORCHVISION_MEAN, TORCHVISION_STD
-    if cfg.dataset == "imagefolder":
-        if not cfg.data_root:
-            raise ValueError("dataset 'imagefolder' needs data_root (ImageNet layout: <root>/train/<class>/*.JPEG)")
-        train = ImageFolderDataset(cfg.data_root, "train", imagenet_train_transform(mean, std), cfg.on_error)
-        # center: 256 -> 224 crop; ten-crop: the 10 crops of the 256 image; multi-scale: the whole image
-        val_tf = {"center": eval_transform(mean, std), "ten-crop": eval_transform(mean, std, crop=None),
-                  "multi-scale": eval_transform(mean, std, resize=None, crop=None)}[cfg.test_mode]
-        val = ImageFolderDataset(cfg.data_root, "val", val_tf, cfg.on_error)
-        if val.classes != train.classes:  # labels are indices into the sorted class list: they must be the same
-            missing = sorted(set(train.classes) - set(val.classes))
-            extra = sorted(set(val.classes) - set(train.classes))
-            raise ValueError(f"{cfg.data_root}: val's classes differ from train's (missing in val: {missing[:5]}, "
-                             f"not in train: {extra[:5]}); a label would mean another class")
-        used = {label for _, label in train.samples}
-        empty = [c for i, c in enumerate(train.classes) if i not in used]
-        if len(train.classes) < 2 or empty:
-            raise ValueError(f"{cfg.data_root}/train: " + (f"class directories without images: {empty[:5]}" if empty
-                             else f"only {len(train.classes)} class; classification needs at least 2"))
-    else:
-        small_train, small_test = cifar_train_transform(mean, std), eval_transform(mean, std, resize=None, crop=None)
-        if cfg.dataset == "cifar10":
-            train, val = Cifar10(cfg.data_root, "train", small_train), Cifar10(cfg.data_root, "test", small_test)
-        elif cfg.dataset == "fashion-mnist":
-            kw = {"root": cfg.data_root} if cfg.data_root else {}
-            train, val = FashionMNIST(split="train", transform=small_train, **kw), FashionMNIST(
-                split="test", transform=small_test, **kw)
-        else:  # embedded (ClsConfig validated the name)
-            return _embedded_datasets(cfg, mean, std)
-    if cfg.train_samples and len(train) > cfg.train_samples:
-        train = _stratified(train, cfg.train_samples, cfg.data_seed, "train_samples")
-    if cfg.val_samples and len(val) > cfg.val_samples:
-        val = _stratified(val, cfg.val_samples, cfg.data_seed, "val_samples")
-    return train, val, (mean, std)
-
-
-def _stratified(dataset, n: int, seed: int, option: str):
-    """`n` items of `dataset`, stratified by class and seeded (the first n of a class-sorted image folder were one
-    class); the choice is logged and recorded in metrics.json (`subsets`)."""
-    idx = stratified_subset(dataset_labels(dataset), n, seed)
-    counts = np.bincount(dataset_labels(dataset)[idx], minlength=len(dataset.classes))
-    subset = torch.utils.data.Subset(dataset, idx.tolist())
-    subset.classes = dataset.classes
-    subset.selection = (f"{option} {n}: {len(idx)} of {len(dataset)} items, stratified by class and seeded "
-                        f"(data_seed {seed}), {counts.min()}-{counts.max()} per class")
-    logger.info(subset.selection)
-    return subset
-
-
-def _first(cfg: ClsConfig, train, val) -> tuple:
-    """The embedded set's subsets are its first items (rendered only those): its object source is in random class
-    order already (Fashion-MNIST's published order; the synthetic shapes shuffled by data_seed). Logged and
-    recorded like the stratified ones."""
-    for dataset, option in ((train, "train_samples"), (val, "val_samples")):
-        n = getattr(cfg, option)
-        if n:
-            dataset.selection = (f"{option} {n}: the first {len(dataset)} items of the embedded set (its object "
-                                 "source is in random class order)")
-            logger.info(dataset.selection)
-    return train, val
-
-
-def embedded_padding(image_size: int) -> int:
-    """The CIFAR recipe's 4 px of padding at 32 px, scaled with the image."""
-    return max(1, image_size // 8)
-
-
-def _embedded_datasets(cfg: ClsConfig, mean, std):
-    """Train and val sets of the embedded objects: the cached rendering (CompositedSet) or the on-the-fly one
-    (EmbeddedObjects in data-loader workers); the same images either way. `holdout`: val = the last N train items."""
-    size = cfg.image_size
-    tr = cifar_train_transform(mean, std, size=size, padding=embedded_padding(size))
-    full = EmbeddedObjects("train", size, tr, None, cfg.data_seed)  # the object source (compositing is lazy)
-    n_train = len(full)
-    if cfg.holdout is not None and cfg.holdout >= n_train:
-        raise ValueError(f"holdout {cfg.holdout} leaves no training items (the train split has {n_train})")
-    fit = n_train - (cfg.holdout or 0)
-    if cfg.train_samples:
-        fit = min(fit, cfg.train_samples)
-    if cfg.embedded_cache:  # render (or read) only the items this run uses
-        full = CompositedSet.load("train", size, mean, std, seed=cfg.data_seed,
-                                  stop=n_train if cfg.holdout else fit)
-        train = full.slice(0, fit)
-        val = (full.slice(n_train - cfg.holdout, n_train) if cfg.holdout else
-               CompositedSet.load("test", size, mean, std, seed=cfg.data_seed, stop=cfg.val_samples))
-        return _first(cfg, train, val.slice(0, cfg.val_samples or len(val))) + ((mean, std),)
-    else:
-        small_test = eval_transform(mean, std, resize=None, crop=None)
-        train = torch.utils.data.Subset(full, range(fit))
-        train.classes = full.classes
-        if cfg.holdout:
-            val = torch.utils.data.Subset(EmbeddedObjects("train", size, small_test, None, cfg.data_seed),
-                                          range(n_train - cfg.holdout, n_train))
-            val.classes = full.classes
-        else:
-            val = EmbeddedObjects("test", size, small_test, cfg.val_samples, cfg.data_seed)
-    if cfg.val_samples and len(val) > cfg.val_samples:
-        val = torch.utils.data.Subset(val, range(cfg.val_samples))
-        val.classes = full.classes
-    return _first(cfg, train, val) + ((mean, std),)
 
 
 def recorded_settings(cfg: ClsConfig) -> dict:
@@ -349,8 +239,9 @@ def step(run: Run, images: torch.Tensor, labels: torch.Tensor, scaler, criterion
 
 def run_evaluation(run: Run, lr: float) -> dict:
     c = run.cfg
-    ten_crop = c.test_mode == "ten-crop" and c.dataset == "imagefolder"
-    multi_scale = c.test_mode == "multi-scale" and c.dataset == "imagefolder"
+    full_views = DATASET_TABLE[c.dataset].full_resolution_views  # ten-crop / multi-scale: ImageNet-style images
+    ten_crop = c.test_mode == "ten-crop" and full_views
+    multi_scale = c.test_mode == "multi-scale" and full_views
     in_memory = isinstance(run.val_set, CompositedSet)  # no loader processes for an array already in memory
     res = evaluate(run.model, run.val_set, batch_size=c.batch_size, ten_crop=ten_crop, multi_scale=multi_scale,
                    workers=0 if in_memory else c.workers, fast_inference=c.fast_inference)
