@@ -85,8 +85,16 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
 # ---- the command line ---------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    d = MainJobPlan()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_job_arguments(ap)
+    _add_backbone_arguments(ap, MainJobPlan())
+    _add_schedule_arguments(ap)
+    _add_execution_arguments(ap)
+    return ap
+
+
+def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
+    """The preset, where the job writes, and what kind of run it is."""
     ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
                     help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
                          "seed per leg, ~12 min on 2 cores; full "
@@ -109,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--gpu-tflops", type=float, default=DEFAULT_TFLOPS,
                     help="--dry-run: the sustained TFLOP/s per GPU assumed for the paper-scale estimate "
                          f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
+
+
+def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None:
+    """Which backbones, from which weights, at which width, in which arms."""
     ap.add_argument("--with-plain", action="store_true", help="add plain-101 (pretrained + scratch)")
     ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
     ap.add_argument("--weights", action="append", default=[], metavar="MODEL=FILE",
@@ -120,18 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
                          "'published'); without it: the file's metadata, else measured on the embedded val items")
     ap.add_argument("--width", type=float, default=None,
                     help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
-    ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
-    ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
-                    help="detection seeds, nested under every pretraining seed")
-    ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
-                    help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
-                         "full: 0 1 2)")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
                     help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
                          "frozenbn_pretrained gn_scratch)")
     ap.add_argument("--allow-unfair-arms", action="store_true",
                     help="run compared arms whose configs differ in keys their factor does not name (the job stops "
                          "naming them otherwise); the report prints the differences")
+
+
+def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
+    """Seeds, schedules and the degradation experiment (each overrides the preset)."""
+    ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
+                    help="detection seeds, nested under every pretraining seed")
+    ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
+                    help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
+                         "full: 0 1 2)")
     ap.add_argument("--pretrain-epochs", type=float, default=None)
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
@@ -149,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--degradation-warmup-fraction", type=float, default=None,
                     help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g}, a fraction of "
                          f"the run (default: {RECIPE.warmup_fraction:g}; 0: none)")
+
+
+def _add_execution_arguments(ap: argparse.ArgumentParser) -> None:
+    """How the stages run: here (jobs x threads) or on Slurm."""
     cpus = os.cpu_count() or 1
     ap.add_argument("--jobs", type=int, default=min(2, cpus),
                     help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
@@ -161,7 +181,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpus-per-stage", type=int, default=0, help="GPUs per stage job (0: the CPU stages here)")
     g.add_argument("--report-only", action="store_true",
                    help="only write the report and summary of finished stages (the last job of --slurm)")
-    return ap
 
 
 def plan_from_args(args) -> MainJobPlan:
@@ -279,6 +298,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _stop_on_signals() -> None:
+    """`kill PID` (SIGTERM) stops the job as Ctrl-C does: its stages are told to stop, not left running alone."""
+    STOP_REQUESTED.clear()
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C too (an ignored SIGINT stays ignored)
+        signal.signal(signal.SIGINT, _interrupt)
+
+
 def _interrupt(signum, frame):
     STOP_REQUESTED.set()  # seen by run_graph even where Python swallows the exception (a fork hook)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
@@ -321,14 +348,7 @@ def _main(argv: list[str] | None = None) -> int:
     estimator = Estimator(measure_step_seconds(plan, threads, keys), args.jobs)
     minutes = estimator.remaining_minutes(stages, [])
     if args.dry_run:
-        for s in stages:
-            deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
-            print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>6} it x "
-                  f"{estimator.rate(s) * 1000:.0f} ms{deps}")
-        print(f"[main job] estimated {minutes:.0f} min for all stages (step times measured just now on this machine "
-              f"with {threads} thread(s); start-up and evaluation assumed 15 s a stage; {args.jobs} at a time), "
-              "plus ~1 min for the dataset, chance level and report. Nothing was run.")
-        _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
+        _print_dry_run(plan, stages, out, estimator, args, threads)
         return 0
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -341,17 +361,26 @@ def _main(argv: list[str] | None = None) -> int:
     print(f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
           f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
           f"about {minutes:.0f} min of stages (measured step times)", flush=True)
-    # `kill PID` (SIGTERM) stops the job as Ctrl-C does: its stages are told to stop, not left running alone
-    STOP_REQUESTED.clear()
-    signal.signal(signal.SIGTERM, _interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C too (an ignored SIGINT stays ignored)
-        signal.signal(signal.SIGINT, _interrupt)
+    _stop_on_signals()
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
     except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
     return _report(plan, stages, out, t_start, args, threads, given_top1)
+
+
+def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator: Estimator, args,
+                   threads: int) -> None:
+    """The stages with their measured step times, the total, and each backbone's costs; nothing runs."""
+    for s in stages:
+        deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
+        print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>6} it x "
+              f"{estimator.rate(s) * 1000:.0f} ms{deps}")
+    print(f"[main job] estimated {estimator.remaining_minutes(stages, []):.0f} min for all stages (step times "
+          f"measured just now on this machine with {threads} thread(s); start-up and evaluation assumed 15 s a stage; "
+          f"{args.jobs} at a time), plus ~1 min for the dataset, chance level and report. Nothing was run.")
+    _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path) -> int:

@@ -248,15 +248,7 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
                 if any(d not in finished for d in s.deps):
                     continue
                 pending.remove(s)
-                s.out.mkdir(parents=True, exist_ok=True)
-                _write_record(s, threads, code)
-                resume = ["--resume"] if (s.out / LAST_CHECKPOINT).is_file() else []
-                logf = open(s.out / STAGE_LOG, "a")
-                proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root,
-                                        env=_stage_env(threads), stdout=logf, stderr=subprocess.STDOUT,
-                                        start_new_session=True, preexec_fn=_default_sigint)
-                running[s.out] = (s, proc, time.time(), logf)
-                log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / STAGE_LOG})")
+                running[s.out] = _start_stage(s, threads, code, root, log)
             time.sleep(0.5)
             if STOP_REQUESTED.is_set():
                 raise KeyboardInterrupt("stop requested")
@@ -281,26 +273,45 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
                 last_report = time.time()
                 log(f"[main job] {len(finished)}/{len(stages)} stages finished, {len(running)} running; about "
                     f"{estimator.remaining_minutes(pending, [r[0] for r in running.values()]):.0f} min left")
-    except KeyboardInterrupt:  # stop the running stages (SIGINT: a pretraining stage checkpoints its last step)
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
-        try:
-            for _, proc, _, _ in running.values():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGINT)
-            deadline = time.time() + 60  # one minute for all of them together, not one each
-            for _, proc, _, logf in running.values():
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.time()))
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                logf.close()
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    except KeyboardInterrupt:
+        _stop_running(list(running.values()))
         raise
     if failed:
         raise RuntimeError("stage failed: " + "\n".join(failed))
+
+
+def _start_stage(s: Stage, threads: int, code: dict, root: Path, log) -> tuple:
+    """Start a stage's tool (resuming it where it has a checkpoint): (stage, process, start time, its log file)."""
+    s.out.mkdir(parents=True, exist_ok=True)
+    _write_record(s, threads, code)
+    resume = ["--resume"] if (s.out / LAST_CHECKPOINT).is_file() else []
+    logf = open(s.out / STAGE_LOG, "a")
+    proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root, env=_stage_env(threads),
+                            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_default_sigint)
+    log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / STAGE_LOG})")
+    return s, proc, time.time(), logf
+
+
+def _stop_running(running: list[tuple]) -> None:
+    """Stop the running stages (SIGINT: a pretraining stage checkpoints its last step), a minute for all of them
+    together, then SIGKILL; a second Ctrl-C meanwhile must not orphan them."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for _, proc, _, _ in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+        deadline = time.time() + 60
+        for _, proc, _, logf in running:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            logf.close()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _default_sigint() -> None:

@@ -9,14 +9,23 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from backbones import model_info
-from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import FINAL_CHECKPOINT, read_classification_run
 
-from ..report.comparison import Comparison, Spread, adjust, compare, contrast, find, spread
-from ..report.groups import PRETRAINING_RUN, RUN, compare_groups, differing_keys, group_runs, what_differs
+from ..report.comparison import Comparison, Spread, adjust, find, spread
+from ..report.groups import PRETRAINING_RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
+from .degradation_results import (
+    DegradationResult,
+    degradation_comparison_lines,
+    degradation_lines,
+    degradation_notes,
+    degradation_results,
+    degradation_table,
+    layer_mean,
+    layer_response_comparisons,
+    pm,
+)
 from .family import (
     Correlation,
     LeaderboardRow,
@@ -57,22 +66,6 @@ class GroupResult:
     metrics: dict[str, Spread] = field(default_factory=dict)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # metric -> unit name -> run values
     arm: str = ""
-
-
-@dataclass
-class DegradationResult:
-    """One net of the degradation experiment over its seeds: final training error (the running error of the last
-    50 batches, augmentation on, as the paper's curves) and val error, and each seed's curves."""
-
-    model: str
-    residual: bool
-    depth: int
-    train_error: Spread | None
-    val_error: Spread | None
-    errors: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # "train"/"val" -> run -> [final]
-    histories: dict[str, dict] = field(default_factory=dict)  # run directory name -> history
-    at_chance: list[str] = field(default_factory=list)  # runs whose final training error is not RECIPE.
-    #   left_chance_by points below chance: a net that never trained says nothing about depth
 
 
 @dataclass
@@ -133,11 +126,6 @@ class JobResults:
         return out
 
 
-def layer_mean(responses: list[tuple[str, float]]) -> float:
-    """A net's Fig. 7 figure for a comparison: the mean over its 3x3 layers of the std of their responses."""
-    return sum(s for _, s in responses) / len(responses)
-
-
 def job_results(stages: list[Stage], plan: MainJobPlan,
                 layer_responses: dict[str, dict[str, float]] | None = None,
                 given_top1: dict[str, Top1] | None = None) -> JobResults:
@@ -146,6 +134,31 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
     given_top1: the top-1 of each backbone whose weights the job was given (published or measured by the caller)."""
     out = JobResults()
     board_arm = leaderboard_arm(plan.arms)
+    _pretraining(out, stages, plan, board_arm)
+    out.top1.update(given_top1 or {})
+    detect = [s for s in stages if s.kind == "detect"]
+    by_label = _detection_groups(out, detect)
+    _arm_comparisons(out, plan, by_label)
+    pairs = {frozenset(p) for p in plain_residual_pairs(plan.backbones)} if board_arm else set()
+    for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
+        base = by_label.get(group_label(plan.backbones[0], arm))
+        for model in plan.backbones[1:]:
+            if arm == board_arm and frozenset((model, plan.backbones[0])) in pairs:
+                continue  # residual vs plain (_family) compares them: one test counts once in the family
+            other = by_label.get(group_label(model, arm))
+            if base and other:
+                out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
+    if board_arm:
+        _family(out, plan, board_arm, by_label, {os.path.realpath(d / FINAL_CHECKPOINT): d.name
+                                                 for s in detect for d in s.deps})
+    degradation_results(out, [s for s in stages if s.kind == "degradation"])
+    layer_response_comparisons(out, layer_responses or {})
+    out.adjust_family()
+    return out
+
+
+def _pretraining(out: JobResults, stages: list[Stage], plan: MainJobPlan, board_arm: str | None) -> None:
+    """Each backbone's pretraining top-1 error per norm over its runs, and the leaderboard arm's norm's as its top-1."""
     for model in plan.pretrained_here():
         for norm in plan.pretrain_norms():
             errors, images = {}, set()
@@ -162,8 +175,10 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
                     out.top1[model] = measured_top1({u: v for u, (v,) in errors.items()})
             if len(images) == 1 and None not in images:
                 out.pretraining_images[pretraining_label(model, norm)] = images.pop()
-    out.top1.update(given_top1 or {})
-    detect = [s for s in stages if s.kind == "detect"]
+
+
+def _detection_groups(out: JobResults, detect: list[Stage]) -> dict:
+    """The detection groups with numbers (label -> RunGroup), each also as a GroupResult of `out`."""
     job = detect[0].out.parent.parent.resolve() if detect else None  # OUTPUT/detect/<leg>
     groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
     meta = {s.group: (s.model, s.init, s.variant) for s in detect}
@@ -176,6 +191,11 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
         out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
                                       {k: _portable_units(g.values(k), job) for k in DETECT_METRICS if g.values(k)},
                                       arm))
+    return by_label
+
+
+def _arm_comparisons(out: JobResults, plan: MainJobPlan, by_label: dict) -> None:
+    """Arm vs arm of each backbone, with what their runs' saved configs differ in and any key beyond the factor."""
     for model in plan.backbones:
         for arms in arm_comparisons(plan.arms):
             ga, gb = by_label.get(group_label(model, arms.a)), by_label.get(group_label(model, arms.b))
@@ -186,22 +206,6 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
                 extra = unfair_keys(out.differences[f"{ga.name} vs {gb.name}"], arms)
                 if extra:
                     out.unfair[f"{ga.name} vs {gb.name}"] = extra
-    pairs = {frozenset(p) for p in plain_residual_pairs(plan.backbones)} if board_arm else set()
-    for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
-        base = by_label.get(group_label(plan.backbones[0], arm))
-        for model in plan.backbones[1:]:
-            if arm == board_arm and frozenset((model, plan.backbones[0])) in pairs:
-                continue  # residual vs plain (_family) compares them: one test counts once in the family
-            other = by_label.get(group_label(model, arm))
-            if base and other:
-                out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
-    if board_arm:
-        _family(out, plan, board_arm, by_label, {os.path.realpath(d / FINAL_CHECKPOINT): d.name
-                                                 for s in detect for d in s.deps})
-    _degradation(out, [s for s in stages if s.kind == "degradation"])
-    _layer_response_comparisons(out, layer_responses or {})
-    out.adjust_family()
-    return out
 
 
 def _family(out: JobResults, plan: MainJobPlan, arm: str, groups: dict, unit_names: dict[str, str]) -> None:
@@ -234,61 +238,6 @@ def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[st
     return out
 
 
-def _degradation(out: JobResults, stages: list[Stage]) -> None:
-    """Each net's final errors over its seeds, and for each kind of net (plain, residual) the deepest against the
-    shallowest on training error -- the paper's Fig. 6 question -- with the one statistic (seeds are the units)."""
-    for model in dict.fromkeys(s.model for s in stages):
-        runs = {s.out.name: read_classification_run(s.out) for s in stages if s.model == model}
-        done = {k: r for k, r in runs.items() if r.finished and r.history.get("train_error")}
-        train = {k: [r.history["train_error"][-1]] for k, r in done.items()}
-        val = {k: [r.top1_error] for k, r in done.items()}
-        info = model_info(model)
-        at_chance = [k for k, (v,) in train.items() if v > RECIPE.chance_error - RECIPE.left_chance_by]
-        out.degradation.append(DegradationResult(model, info.residual, info.depth, spread(train, RUN),
-                                                 spread(val, RUN), {"train": train, "val": val},
-                                                 {k: r.history for k, r in done.items()}, at_chance))
-    kinds = {residual: sorted((d for d in out.degradation if d.residual == residual and d.errors.get("train")),
-                              key=lambda d: d.depth) for residual in (False, True)}
-    for nets in kinds.values():
-        if len(nets) >= 2:
-            deep, shallow = nets[-1], nets[0]
-            c = compare("training error", deep.model, deep.errors["train"], RUN, shallow.model,
-                        shallow.errors["train"], RUN, higher_is_better=False)
-            if c is not None:
-                out.degradation_comparisons.append(c)
-    if all(len(nets) >= 2 for nets in kinds.values()):  # the paper's claim is the reversal: depth x shortcuts
-        (p_shallow, *_, p_deep), (r_shallow, *_, r_deep) = kinds[False], kinds[True]
-        c = contrast("training error", f"{p_deep.model} - {p_shallow.model}",
-                     (p_deep.errors["train"], p_shallow.errors["train"]), f"{r_deep.model} - {r_shallow.model}",
-                     (r_deep.errors["train"], r_shallow.errors["train"]), RUN, higher_is_better=False)
-        if c is not None:
-            out.interactions.append(c)
-            out.interaction_terms.append((p_deep.model, p_shallow.model, r_deep.model, r_shallow.model))
-
-
-def _layer_response_comparisons(out: JobResults, responses: dict[str, dict[str, float]]) -> None:
-    """Fig. 7's claim as calls: at each depth with both kinds of net, the residual net's mean layer response
-    against the plain net's, seeds as units (the paper: residual responses are generally smaller)."""
-    out.layer_responses = {m: {run: [v] for run, v in runs.items()} for m, runs in responses.items()}
-    nets = [d for d in out.degradation if d.model in out.layer_responses]
-    for depth in sorted({d.depth for d in nets}):
-        residual = next((d for d in nets if d.depth == depth and d.residual), None)
-        plain = next((d for d in nets if d.depth == depth and not d.residual), None)
-        if residual and plain:
-            c = compare("layer response std", residual.model, out.layer_responses[residual.model], RUN, plain.model,
-                        out.layer_responses[plain.model], RUN, higher_is_better=False)
-            if c is not None:
-                out.layer_response_comparisons.append(c)
-
-
-def _pm(stat: Spread | None, nd: int = 1, unit: str = "", *, sd: bool = True, runs: bool = True) -> str:
-    """A spread as the summary and the report write it: "56.4 ± 9.0% (n=4)"; sd / runs False leave those out."""
-    if stat is None:
-        return "—"
-    spread = f" ± {stat.sd:.{nd}f}" if sd and stat.sd is not None else ""
-    return f"{stat.mean:.{nd}f}{spread}{unit}" + (f" (n={stat.runs})" if runs else "")
-
-
 def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest: dict) -> list[str]:
     where = "held-out training data (model selection)" if plan.selection else \
         f"embedded default, {manifest['counts']['val']['images']} val images"
@@ -298,12 +247,12 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
              f"{len(plan.scratch_seeds)} run(s) per scratch arm:"]
     for label, st in results.pretraining.items():
         seen = results.pretraining_images.get(label)
-        lines.append(f"  pretraining {label}: val top-1 error {_pm(st, unit='%')} after {plan.pretrain_epochs:g} "
+        lines.append(f"  pretraining {label}: val top-1 error {pm(st, unit='%')} after {plan.pretrain_epochs:g} "
                      f"epochs" + (f" ({seen:,} images)" if seen else ""))
     for g in results.groups:
         s = g.metrics
-        lines.append(f"  {g.name:<30} AP50 {_pm(s.get('AP50')):<22} AP {_pm(s.get('AP')):<22} "
-                     f"APs/APm/APl {'/'.join(_pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
+        lines.append(f"  {g.name:<30} AP50 {pm(s.get('AP50')):<22} AP {pm(s.get('AP')):<22} "
+                     f"APs/APm/APl {'/'.join(pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
         ap50 = s.get("AP50")
         if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
             b, w = ap50.sd_between, ap50.sd_within
@@ -329,32 +278,27 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
     return lines
 
 
-def degradation_lines(results: JobResults) -> list[str]:
-    """Each net's final errors and the deeper-vs-shallower comparisons, one line each (the summary)."""
-    lines = [f"{d.model:<16} training error {_pm(d.train_error, unit='%'):<22} val error {_pm(d.val_error, unit='%')}"
-             for d in results.degradation]
-    return lines + degradation_comparison_lines(results)
-
-
-def degradation_comparison_lines(results: JobResults) -> list[str]:
-    return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons] + [
-        f"depth x shortcut interaction, ({c.a}) - ({c.b}): {c.describe()}" for c in results.interactions] + [
-        f"Fig. 7, {c.a} vs {c.b}: {c.describe(3)}" for c in results.layer_response_comparisons]
-
-
-def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
-    """Each net's final errors over its seeds as the report's table (head, rows): mean ± sd, the paper's Table 6
-    columns plus the training error its Fig. 6 plots."""
-    head = ["net", "units", "depth", "seeds", "training error %", "val error %"]
-    return head, [[d.model, "residual" if d.residual else "plain", str(d.depth),
-                   str(d.train_error.runs if d.train_error else 0), _pm(d.train_error, runs=False),
-                   _pm(d.val_error, runs=False)]
-                  for d in results.degradation]
-
-
 def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     """Report notes: what was run, and only the statements the numbers above support; what two arms differ in is
     generated from their runs' config diff; causes the job does not measure are said to be not established."""
+    notes = _design_notes(plan)
+    notes.append("Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
+                 "detection seeds nested under it; a from-scratch run is its own unit; Welch's t on the unit means; "
+                 "n units and df beside it) and P(A > B), the chance that a unit of A beats a unit of B; one family "
+                 f"per job ({results.family or 'no comparisons'}, Holm's step-down method): a call only when the "
+                 f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)}.")
+    notes += _arm_notes(results)
+    if any(c.interval is None for c in results.deltas):
+        notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
+                     "(the unit that varies a backbone is its pretraining run); `make demo-full` (3 pretraining runs "
+                     "per backbone and norm) gives one.")
+    notes += degradation_notes(results, plan)
+    notes += _backbone_notes(results)
+    return notes
+
+
+def _design_notes(plan: MainJobPlan) -> list[str]:
+    """What the job ran: backbones, width, pretraining, arms, and the one recipe difference (the lr)."""
     notes = []
     if plan.backbones:
         lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
@@ -373,11 +317,12 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                   f"net's reference one ({lrs}), and residual nets start with the last norm of each block at zero; "
                   "each pretrained arm pretrains with the norm it is fine-tuned with (GN, or BN for the paper's "
                   "FrozenBN setting)."]
-    notes.append("Comparisons: Δ with a 95% interval over the unit that varies the backbone (the pretraining run; "
-                 "detection seeds nested under it; a from-scratch run is its own unit; Welch's t on the unit means; "
-                 "n units and df beside it) and P(A > B), the chance that a unit of A beats a unit of B; one family "
-                 f"per job ({results.family or 'no comparisons'}, Holm's step-down method): a call only when the "
-                 f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)}.")
+    return notes
+
+
+def _arm_notes(results: JobResults) -> list[str]:
+    """Each arm comparison: its call, or that none is established; what the two arms' configs differ in."""
+    notes = []
     backbone = {g.name: g.backbone for g in results.groups}
     for c in results.arms:
         key = f"{c.a} vs {c.b}"
@@ -393,11 +338,13 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
             notes.append(f"{head}: {c.describe(1)}; {differs}.")
         else:
             notes.append(f"{head}: {c.describe(1)}: no difference is established; {differs}.")
-    if any(c.interval is None for c in results.deltas):
-        notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
-                     "(the unit that varies a backbone is its pretraining run); `make demo-full` (3 pretraining runs "
-                     "per backbone and norm) gives one.")
-    notes += degradation_notes(results, plan)
+    return notes
+
+
+def _backbone_notes(results: JobResults) -> list[str]:
+    """Each backbone vs the first: the order only when called, the pretraining errors measured beside it."""
+    notes = []
+    backbone = {g.name: g.backbone for g in results.groups}
     pre = results.pretraining
     arm_of = {g.name: g.arm for g in results.groups}
     for c in results.deltas:
@@ -417,71 +364,6 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                      f"{pb.mean:.1f}%; AP by object size in the table. This job does not measure what "
                      "causes the difference; no cause is claimed.")
         notes.append(text)
-    return notes
-
-
-def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
-    """What the degradation experiment shows, whichever way it falls (the paper: the deeper plain net has the higher
-    training error, the deeper residual net the lower)."""
-    notes = []
-    limit = RECIPE.chance_error - RECIPE.left_chance_by
-    stuck = [f"{d.model} in {len(d.at_chance)} of {len(d.errors.get('train', {}))} seeds" for d in results.degradation
-             if d.at_chance]
-    if results.degradation:
-        notes.append(f"Degradation, the criterion every net must meet: final training error at most {limit:g}% "
-                     f"({RECIPE.left_chance_by:g} points below chance); "
-                     + (f"not met by {', '.join(stuck)}: a comparison with a net that never trained says nothing "
-                        "about depth." if stuck else "met by every net and seed."))
-    stuck_models = {d.model for d in results.degradation if d.at_chance}
-
-    def not_trained(*models: str) -> str | None:
-        stuck = [m for m in models if m in stuck_models]
-        return (f"{c.describe()}: not read as evidence about depth ({', '.join(stuck)} did not leave chance in "
-                "every seed)") if stuck else None
-
-    for c in results.degradation_comparisons:
-        kind = "plain" if not model_info(c.a).residual else "residual"
-        if (text := not_trained(c.a, c.b)) is not None:
-            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {text}.")
-            continue
-        if c.call is None:
-            margin = RECIPE.equivalence_margin
-            same = (f"equivalent within ±{margin:g} points (TOST at the family-adjusted level)"
-                    if c.equivalent(margin) else f"neither a difference nor equivalence within ±{margin:g} points "
-                                                 "(TOST) is established")
-            notes.append(f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: {same} after "
-                         f"{plan.degradation_iterations} iterations.")
-        elif c.call == c.b:
-            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the higher training error"
-                         + (", the paper's degradation problem" if kind == "plain" else
-                            ", unlike the paper, where the deeper residual net trains better") + f": {c.describe()}.")
-        else:
-            notes.append(f"Degradation, {kind} nets: the deeper {c.a} ends with the lower training error"
-                         + (", as the paper's residual nets" if kind == "residual" else
-                            ", no degradation at this budget") + f": {c.describe()}.")
-    for c, terms in zip(results.interactions, results.interaction_terms or [()] * len(results.interactions)):
-        # Fig. 6's claim is the reversal: depth hurts plain nets, helps residual ones
-        if (text := not_trained(*terms)) is not None:
-            notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {text}.")
-            continue
-        if c.call == c.b:
-            text = (f"depth raises the training error of plain nets by {c.delta:.1f} points more than that of "
-                    "residual nets, the paper's claim")
-        elif c.call == c.a:
-            text = f"depth raises the training error of residual nets by {-c.delta:.1f} points more than that of " \
-                   "plain nets, against the paper's claim (a measured refutation at this budget)"
-        else:
-            text = "no interaction of depth and shortcuts is established"
-        notes.append(f"Degradation, depth x shortcuts: ({c.a}) minus ({c.b}) in training error, {c.describe()}: "
-                     f"{text}.")
-    for c in results.layer_response_comparisons:  # Fig. 7: residual responses generally smaller than plain ones
-        if (stuck := not_trained(c.a, c.b)) is not None:
-            notes.append(f"Layer responses (Fig. 7), {c.a} vs {c.b}, {stuck}.")
-            continue
-        text = ("the residual net's responses are smaller, as the paper's Fig. 7" if c.call == c.a else
-                "the plain net's responses are smaller, against the paper's Fig. 7" if c.call == c.b else
-                "no difference in response size is established")
-        notes.append(f"Layer responses (Fig. 7), {c.a} vs {c.b}: {c.describe(3)}: {text}.")
     return notes
 
 
