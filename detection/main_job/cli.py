@@ -478,13 +478,15 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
                                          for m, runs in responses.items()}, given_top1)
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
+    lead, family_figures = family_sections(results, out / "report")
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on the embedded default{' (model selection)' if plan.selection else ''}",
                          notes=notes, chance={dataset: chance} if chance else None,
-                         sections=_degradation_section(results, plan, stages, out / "report", responses),
+                         sections=family_figures + _degradation_section(results, plan, stages, out / "report",
+                                                                        responses),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
-                         compared_metric=COMPARED_METRICS[0], lead=family_sections(results, out / "report"))
+                         compared_metric=COMPARED_METRICS[0], lead=lead)
     summary = "\n".join(summary_lines(results, plan, chance, manifest))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON

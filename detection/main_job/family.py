@@ -404,21 +404,20 @@ def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
     return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
 
 
-def family_sections(results, report: Path) -> list:
-    """The report's first section: the leaderboard, the scatter of top-1 error against AP, the correlation and
-    residual vs plain (results: a JobResults)."""
+def family_sections(results, report: Path) -> tuple[list, list]:
+    """(lead, later) report sections (results: a JobResults): the leaderboard with the correlation and residual vs
+    plain, placed first; the scatter of top-1 error against AP, placed with the figures."""
     from ..report import ReportSection
     from ..report.plots import ScatterPoint, scatter_plot
 
     rows = results.leaderboard
     if not rows:
-        return []
+        return [], []
     report.mkdir(parents=True, exist_ok=True)
     points = [ScatterPoint(r.backbone + ("" if r.top1_source == MEASURED else f" ({r.top1_source})"), r.family,
                            r.top1_error.mean, r.metrics[CORRELATED_METRIC].mean, r.top1_error.interval,
                            r.metrics[CORRELATED_METRIC].interval)
               for r in rows if r.top1_error is not None and CORRELATED_METRIC in r.metrics]
-    c = results.correlation
     figures = scatter_plot(points, report, "transfer_scatter.png", xlabel="pretraining top-1 error (%)",
                            ylabel=f"detection {CORRELATED_METRIC}",
                            title=f"Does pretraining accuracy predict transfer? ({rows[0].arm})",
@@ -428,5 +427,6 @@ def family_sections(results, report: Path) -> list:
     lines = (f"One row per backbone in the arm {rows[0].arm}, sorted by {CORRELATED_METRIC}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",
-             correlation_text(c), *plain_vs_residual_lines(results.plain_vs_residual))
-    return [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows), figures=tuple(figures))]
+             correlation_text(results.correlation), *plain_vs_residual_lines(results.plain_vs_residual))
+    lead = [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows))]
+    return lead, ([ReportSection("Accuracy vs transfer", figures=tuple(figures))] if figures else [])
