@@ -224,15 +224,9 @@ def _read_costs(run: RunResult, metrics: dict) -> None:
     run.measured_on = metrics.get("measured_on") if isinstance(metrics.get("measured_on"), dict) else {}
 
 
-def _load_run(path: Path, run: RunResult) -> RunResult:
-    cfg = {}
-    if (path / CONFIG_YAML).is_file():
-        try:
-            cfg = load_yaml(path / CONFIG_YAML) or {}
-        except (ConfigFileError, OSError) as err:
-            run.status = f"unreadable {CONFIG_YAML} ({str(err).splitlines()[0]})"
-            return run
-    run.config = cfg if isinstance(cfg, dict) else {}
+def _read_config(run: RunResult) -> None:
+    """What the run's config.yaml says it trained: backbone, width, weights (and their pretraining run), seed,
+    schedule, datasets."""
     model = run.config.get("MODEL", {}) or {}
     bb = model.get("BACKBONES", {}) or {}
     run.backbone = bb.get("NAME", model.get("BACKBONE", {}).get("NAME", "?"))
@@ -247,6 +241,36 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     tests = datasets.get("TEST", []) or []
     run.dataset = tests[0] if tests else ""
     run.train_datasets = tuple(datasets.get("TRAIN", []) or [])
+
+
+def _read_pr_curves(run: RunResult, inference: Path) -> None:
+    """The PR curves of the evaluated dataset (COCO's, or VOC's per class on 101 recall thresholds)."""
+    coco_eval = _optional_json(inference / COCO_EVAL)  # the PR curves only: an unreadable file loses the curves,
+    voc_eval = _optional_json(inference / VOC_EVAL)  # not the run
+    if coco_eval and coco_eval.get("precision"):
+        rec = coco_eval["recall_thresholds"]
+        for key in ("iou50", "iou75"):
+            run.pr[key] = {"recall": rec, "precision": _mean_curve(coco_eval["precision"].get(key, {}))}
+    elif voc_eval and voc_eval.get("pr_curves_iou50"):
+        # VOC curves are per class with their own recall points: interpolate onto 101 recall thresholds.
+        rec = [i / 100 for i in range(101)]
+        per_class = {}
+        for cname, c in voc_eval["pr_curves_iou50"].items():
+            per_class[cname] = [max([p for r, p in zip(c["recall"], c["precision"]) if r >= t], default=0.0)
+                                for t in rec]
+        run.pr["iou50"] = {"recall": rec, "precision": _mean_curve(per_class)}
+
+
+def _load_run(path: Path, run: RunResult) -> RunResult:
+    cfg = {}
+    if (path / CONFIG_YAML).is_file():
+        try:
+            cfg = load_yaml(path / CONFIG_YAML) or {}
+        except (ConfigFileError, OSError) as err:
+            run.status = f"unreadable {CONFIG_YAML} ({str(err).splitlines()[0]})"
+            return run
+    run.config = cfg if isinstance(cfg, dict) else {}
+    _read_config(run)
     run.train_log = _read_train_log(path / TRAINING_LOG)
     log = path / LOG
     if os.path.lexists(log) and "Traceback (most recent call last)" in read_tail(log, 20000):
@@ -290,19 +314,5 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     prefix = "AP50-" if voc else "AP-"
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
         {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
-    inference = path / INFERENCE_DIR / run.dataset
-    coco_eval = _optional_json(inference / COCO_EVAL)  # the PR curves only: an unreadable file loses the curves,
-    voc_eval = _optional_json(inference / VOC_EVAL)  # not the run
-    if coco_eval and coco_eval.get("precision"):
-        rec = coco_eval["recall_thresholds"]
-        for key in ("iou50", "iou75"):
-            run.pr[key] = {"recall": rec, "precision": _mean_curve(coco_eval["precision"].get(key, {}))}
-    elif voc_eval and voc_eval.get("pr_curves_iou50"):
-        # VOC curves are per class with their own recall points: interpolate onto 101 recall thresholds.
-        rec = [i / 100 for i in range(101)]
-        per_class = {}
-        for cname, c in voc_eval["pr_curves_iou50"].items():
-            per_class[cname] = [max([p for r, p in zip(c["recall"], c["precision"]) if r >= t], default=0.0)
-                                for t in rec]
-        run.pr["iou50"] = {"recall": rec, "precision": _mean_curve(per_class)}
+    _read_pr_curves(run, path / INFERENCE_DIR / run.dataset)
     return run

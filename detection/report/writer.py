@@ -368,12 +368,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     atomic_write_text(paths["json"], strict_json({
         "results": zoo_json, "tables": table_json, "conditions": conditions,
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
-                        else differences), "chance": chance or {},
-        "warnings": repeated_seed_warnings(groups),
-        "groups": [_group_json(g) for g in groups],
-        "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],
-        "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs],
-        "plots": [f for f, _ in pre_plots + panel + plots]}))
+                        else differences), "chance": chance or {}, "warnings": repeated_seed_warnings(groups),
+        **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}))
     table = io.StringIO(newline="")
     csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows + box_csv])
     atomic_write_text(paths["csv"], table.getvalue())
@@ -464,6 +460,13 @@ def _pretraining_section(pretrain: list[PretrainInfo], figures: list) -> list[Se
              f"{p.lr:g}" if p.lr else "—", f"{p.images_seen:,}" if p.images_seen else "—", fmt(p.top1_error),
              fmt(p.top5_error), p.val_images or "—", fmt(p.seconds, 0)] for p in pretrain]
     return [Section("Pretraining", (Table(head, rows),), figures=tuple(figures))]
+
+
+def _runs_json(groups: list[RunGroup], pretrain: list[PretrainInfo], runs: list[RunResult]) -> dict:
+    """report.json's groups, pretraining runs and runs (their logs, curves and configs aside)."""
+    return {"groups": [_group_json(g) for g in groups],
+            "pretraining": [{k: v for k, v in asdict(p).items() if k != "history"} for p in pretrain],
+            "runs": [{k: v for k, v in asdict(r).items() if k not in ("train_log", "pr", "config")} for r in runs]}
 
 
 def _group_json(g: RunGroup) -> dict:
