@@ -82,6 +82,7 @@ def test_report_cli(tmp_path):
     assert "| ResNet-101 | resnet101 |" in proc.stdout and "report.html" in proc.stdout
 
 
+@pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
 def test_report_renders_in_headless_chromium(tmp_path):
     runs = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG), make_run(tmp_path, "r101", "resnet101",
@@ -97,6 +98,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert shot.stat().st_size > 10000
 
 
+@pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
 def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
     """The main job's report at 1280 px, as the earlier `make demo-full` wrote it: 2 pretraining runs x 2 detection

@@ -31,6 +31,7 @@ def test_the_markdown_puts_the_tables_before_the_prose(tmp_path):
     assert md.index("# Headline first") < md.index("## Results")
 
 
+@pytest.mark.chromium
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
 def test_the_results_and_their_calls_are_above_the_fold_at_1280_px(tmp_path):
     paths = _report(tmp_path)

@@ -15,7 +15,7 @@ from conftest import det_args, run_tool
 
 # one cluster serves every worker (conftest.slurm_cluster); the group keeps them on one worker where xdist's
 # loadgroup works (not under pytest 9.2 + pytest-xdist 3.8), which spares jobs queueing behind each other
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+pytestmark = [pytest.mark.slow, pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 ITERS = 40  # long enough that a requeue lands mid-run (Slurm kills 5 s after its SIGTERM)
 ENV = {"OMP_NUM_THREADS": "1"}  # the local reference and the jobs (which inherit the environment) alike
