@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .main_job.project import ProjectFilesNotFound, project_files
+from .project import ProjectFilesNotFound, project_files
 from .safe_yaml import load_yaml
 
 __all__ = ["PAPER_CONFIG_GLOBS", "UNROWED", "Unrowed", "BEHAVIOURS", "Behaviour", "PaperConfigsNotFound",

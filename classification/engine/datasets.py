@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,9 +24,6 @@ from ..data.datasets import (
 )
 from ..data.transforms import cifar_train_transform, eval_transform, imagenet_train_transform
 
-if TYPE_CHECKING:
-    from .config import ClsConfig
-
 __all__ = ["DatasetInfo", "DATASET_TABLE", "build_datasets", "embedded_padding"]
 
 logger = logging.getLogger("classification")
@@ -35,7 +31,7 @@ logger = logging.getLogger("classification")
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """One dataset: its builder (cfg, mean, std) -> (train, val) before any subset, and its recipe facts."""
+    """One dataset: its builder (a ClsConfig, mean, std) -> (train, val) before any subset, and its recipe facts."""
 
     name: str
     build: Callable
@@ -44,7 +40,7 @@ class DatasetInfo:
     first_items: bool = False  # train_samples / val_samples take the first items (else a stratified, seeded subset)
 
 
-def build_datasets(cfg: ClsConfig):
+def build_datasets(cfg):
     """(train, val, (mean, std)) of cfg.dataset, with cfg.train_samples / val_samples applied."""
     mean, std = TORCHVISION_MEAN, TORCHVISION_STD
     info = DATASET_TABLE[cfg.dataset]  # ClsConfig validated the name against the table
@@ -58,7 +54,7 @@ def build_datasets(cfg: ClsConfig):
     return train, val, (mean, std)
 
 
-def _image_folder(cfg: ClsConfig, mean, std) -> tuple:
+def _image_folder(cfg, mean, std) -> tuple:
     if not cfg.data_root:
         raise ValueError("dataset 'imagefolder' needs data_root (ImageNet layout: <root>/train/<class>/*.JPEG)")
     train = ImageFolderDataset(cfg.data_root, "train", imagenet_train_transform(mean, std), cfg.on_error)
@@ -79,17 +75,17 @@ def _image_folder(cfg: ClsConfig, mean, std) -> tuple:
     return train, val
 
 
-def _small(cfg: ClsConfig, mean, std) -> tuple:
+def _small(cfg, mean, std) -> tuple:
     """The CIFAR recipe's transforms: crops of the padded 32-px image and flips; the whole image to evaluate."""
     return cifar_train_transform(mean, std), eval_transform(mean, std, resize=None, crop=None)
 
 
-def _cifar10(cfg: ClsConfig, mean, std) -> tuple:
+def _cifar10(cfg, mean, std) -> tuple:
     train_tf, test_tf = _small(cfg, mean, std)
     return Cifar10(cfg.data_root, "train", train_tf), Cifar10(cfg.data_root, "test", test_tf)
 
 
-def _fashion_mnist(cfg: ClsConfig, mean, std) -> tuple:
+def _fashion_mnist(cfg, mean, std) -> tuple:
     train_tf, test_tf = _small(cfg, mean, std)
     kw = {"root": cfg.data_root} if cfg.data_root else {}
     return FashionMNIST(split="train", transform=train_tf, **kw), FashionMNIST(split="test", transform=test_tf, **kw)
@@ -108,7 +104,7 @@ def _stratified(dataset, n: int, seed: int, option: str):
     return subset
 
 
-def _first(cfg: ClsConfig, train, val) -> tuple:
+def _first(cfg, train, val) -> tuple:
     """The embedded set's subsets are its first items (rendered only those): its object source is in random class
     order already (Fashion-MNIST's published order; the synthetic shapes shuffled by data_seed). Logged and
     recorded like the stratified ones."""
@@ -126,7 +122,7 @@ def embedded_padding(image_size: int) -> int:
     return max(1, image_size // 8)
 
 
-def _embedded_datasets(cfg: ClsConfig, mean, std):
+def _embedded_datasets(cfg, mean, std):
     """Train and val sets of the embedded objects: the cached rendering (CompositedSet) or the on-the-fly one
     (EmbeddedObjects in data-loader workers); the same images either way. `holdout`: val = the last N train items."""
     size = cfg.image_size

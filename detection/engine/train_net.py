@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import logging
 import os
+from pathlib import Path
 
 import torch
 import yaml
@@ -24,20 +25,25 @@ from classification.engine.slurm import add_cluster_arguments, submit
 from ..checkpoint import BackbonesCheckpointer
 from ..config import apply_weights_conventions, check_run_config, get_detection_cfg, log_weights_conventions
 from ..datasets import register_coco, register_voc
+from ..project import project_files
 from ..safe_yaml import load_yaml
 from .trainer import Trainer
 
-__all__ = ["build_parser", "setup", "main", "launch", "run", "DEFAULT_CONFIG"]
+__all__ = ["build_parser", "setup", "main", "launch", "run", "default_config_files"]
 
 logger = logging.getLogger("detection.engine")
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# No --config-file: ResNet-101 C4 (the paper's detector) on the embedded default dataset at smoke scale.
 # What a --resume may change: the schedule's length and bookkeeping (extending a finished run), the weights (unused
 # when resuming), where it runs.
 RESUME_MAY_CHANGE = ("SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD", "TEST.EVAL_PERIOD", "MODEL.WEIGHTS",
                      "MODEL.DEVICE", "OUTPUT_DIR", "EVAL.FAST_INFERENCE")
-DEFAULT_CONFIG = [os.path.join(REPO_ROOT, "configs", "COCO-Detection", "faster_rcnn_R_101_C4.yaml"),
-                  os.path.join(REPO_ROOT, "configs", "Embedded-Detection", "smoke.yaml")]
+
+
+def default_config_files() -> list[str]:
+    """No --config-file: ResNet-101 C4 (the paper's detector) on the embedded default dataset at smoke scale, from
+    the checkout (detection.project: the one resolver of the repository's files)."""
+    files = project_files(Path(__file__).parent)
+    return [str(files.config("COCO-Detection", "faster_rcnn_R_101_C4.yaml")),
+            str(files.config("Embedded-Detection", "smoke.yaml"))]
 
 
 def build_parser(description: str = "Faster R-CNN with backbones from `backbones`") -> argparse.ArgumentParser:
@@ -137,7 +143,7 @@ def _log_into_run(output_dir: str, debug: bool = False) -> None:
 def setup(args: argparse.Namespace):
     """Config from file + overrides (+ the weights' conventions), datasets, logging, OUTPUT_DIR/config.yaml."""
     register_cli_datasets(args)  # in every process: spawned workers do not inherit registrations
-    cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=False,
+    cfg = get_detection_cfg(args.config_file or default_config_files(), config_overrides(args.opts), freeze=False,
                             read_weights=False)
     conventions = apply_weights_conventions(cfg, log=False)  # logged below, once log.txt is the run's
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
@@ -162,7 +168,7 @@ def setup(args: argparse.Namespace):
     with signals_deferred():
         default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     _log_into_run(cfg.OUTPUT_DIR, getattr(args, "debug", False))
-    logger.info(f"config files: {args.config_file or DEFAULT_CONFIG}")
+    logger.info(f"config files: {args.config_file or default_config_files()}")
     log_weights_conventions(conventions, cfg.MODEL.WEIGHTS)
     return cfg
 
@@ -218,8 +224,8 @@ def run(argv: list[str] | None = None):
                              "would be ignored (and recorded as if used): pass one of them")
         if args.slurm:
             # The submitting host only needs OUTPUT_DIR: the weights are read on the cluster, not here.
-            cfg = get_detection_cfg(args.config_file or DEFAULT_CONFIG, config_overrides(args.opts), freeze=True,
-                                    read_weights=False)
+            cfg = get_detection_cfg(args.config_file or default_config_files(), config_overrides(args.opts),
+                                    freeze=True, read_weights=False)
             job = submit(launch, args, output_dir=cfg.OUTPUT_DIR, job_name="train_det")
             print(f"submitted {job.job_id}")
             return job

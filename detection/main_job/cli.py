@@ -24,6 +24,7 @@ from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
+from ..project import project_files
 from ..report import ReportSection
 from .arms import ARMS
 from .family import family_sections, given_weights_top1
@@ -42,7 +43,6 @@ from .plan import (
     plan_stages,
     validate_plan,
 )
-from .project import project_files
 from .results import (
     COMPARED_METRICS,
     chance_ap,

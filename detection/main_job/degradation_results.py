@@ -6,7 +6,6 @@ adjusts every comparison as one family)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from backbones import model_info
 from classification.analysis.degradation import RECIPE
@@ -14,10 +13,7 @@ from classification.engine.run_files import read_classification_run
 
 from ..report.comparison import Spread, compare, contrast, spread
 from ..report.groups import RUN
-
-if TYPE_CHECKING:
-    from .plan import MainJobPlan, Stage
-    from .results import JobResults
+from .plan import MainJobPlan, Stage
 
 __all__ = ["DegradationResult", "layer_mean", "degradation_results", "layer_response_comparisons",
            "degradation_lines", "degradation_comparison_lines", "degradation_table", "degradation_notes", "pm"]
@@ -44,7 +40,7 @@ def layer_mean(responses: list[tuple[str, float]]) -> float:
     return sum(s for _, s in responses) / len(responses)
 
 
-def degradation_results(out: JobResults, stages: list[Stage]) -> None:
+def degradation_results(out, stages: list[Stage]) -> None:
     """Each net's final errors over its seeds, and for each kind of net (plain, residual) the deepest against the
     shallowest on training error -- the paper's Fig. 6 question -- with the one statistic (seeds are the units)."""
     for model in dict.fromkeys(s.model for s in stages):
@@ -76,7 +72,7 @@ def degradation_results(out: JobResults, stages: list[Stage]) -> None:
             out.interaction_terms.append((p_deep.model, p_shallow.model, r_deep.model, r_shallow.model))
 
 
-def layer_response_comparisons(out: JobResults, responses: dict[str, dict[str, float]]) -> None:
+def layer_response_comparisons(out, responses: dict[str, dict[str, float]]) -> None:
     """Fig. 7's claim as calls: at each depth with both kinds of net, the residual net's mean layer response
     against the plain net's, seeds as units (the paper: residual responses are generally smaller)."""
     out.layer_responses = {m: {run: [v] for run, v in runs.items()} for m, runs in responses.items()}
@@ -99,20 +95,20 @@ def pm(stat: Spread | None, nd: int = 1, unit: str = "", *, sd: bool = True, run
     return f"{stat.mean:.{nd}f}{spread}{unit}" + (f" (n={stat.runs})" if runs else "")
 
 
-def degradation_lines(results: JobResults) -> list[str]:
+def degradation_lines(results) -> list[str]:
     """Each net's final errors and the deeper-vs-shallower comparisons, one line each (the summary)."""
     lines = [f"{d.model:<16} training error {pm(d.train_error, unit='%'):<22} val error {pm(d.val_error, unit='%')}"
              for d in results.degradation]
     return lines + degradation_comparison_lines(results)
 
 
-def degradation_comparison_lines(results: JobResults) -> list[str]:
+def degradation_comparison_lines(results) -> list[str]:
     return [f"{c.a} vs {c.b}: {c.describe()}" for c in results.degradation_comparisons] + [
         f"depth x shortcut interaction, ({c.a}) - ({c.b}): {c.describe()}" for c in results.interactions] + [
         f"Fig. 7, {c.a} vs {c.b}: {c.describe(3)}" for c in results.layer_response_comparisons]
 
 
-def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
+def degradation_table(results) -> tuple[list[str], list[list[str]]]:
     """Each net's final errors over its seeds as the report's table (head, rows): mean ± sd, the paper's Table 6
     columns plus the training error its Fig. 6 plots."""
     head = ["net", "units", "depth", "seeds", "training error %", "val error %"]
@@ -122,7 +118,7 @@ def degradation_table(results: JobResults) -> tuple[list[str], list[list[str]]]:
                   for d in results.degradation]
 
 
-def degradation_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
+def degradation_notes(results, plan: MainJobPlan) -> list[str]:
     """What the degradation experiment shows, whichever way it falls (the paper: the deeper plain net has the higher
     training error, the deeper residual net the lower)."""
     notes = []

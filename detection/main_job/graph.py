@@ -35,8 +35,8 @@ from classification.engine.run_files import (
 )
 
 from ..engine.code_version import code_version
+from ..project import project_files
 from .plan import Stage
-from .project import project_files
 
 __all__ = ["StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
            "StageRecord", "read_stage_record", "stage_done", "STOP_REQUESTED"]

@@ -24,8 +24,8 @@ from classification.analysis.degradation import RECIPE
 from classification.engine.config import SEED_LIMIT
 from classification.engine.run_files import FINAL_CHECKPOINT
 
+from ..project import project_files
 from .arms import ARMS, arm_comparisons, unfair_keys
-from .project import project_files
 
 __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
            "check_arms", "check_pretrained_weights_fit", "PlanError", "detection_backbones"]

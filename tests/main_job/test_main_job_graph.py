@@ -21,7 +21,7 @@ from detection.main_job.graph import (
     run_graph,
 )
 from detection.main_job.plan import Stage
-from detection.main_job.project import project_files
+from detection.project import project_files
 
 
 def _stages(tmp_path, code: str, n: int = 2) -> list[Stage]:

@@ -20,7 +20,7 @@ from detection.main_job.plan import (
     plan_stages,
     validate_plan,
 )
-from detection.main_job.project import ENV_VAR, ProjectFilesNotFound, project_files
+from detection.project import ENV_VAR, ProjectFilesNotFound, project_files
 
 
 def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # (first in every section: importing `detection` lets Detectron2 import without its compiled ops)
-from detection.main_job.project import ProjectFiles, project_files
+from detection.project import ProjectFiles, project_files
 
 __all__ = ["checkout", "main"]
 

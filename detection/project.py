@@ -1,4 +1,5 @@
-"""Where the main job finds the repository's tools and configs: one function, no arithmetic on `__file__`.
+"""Where the repository's tools and configs are: one function, no arithmetic on `__file__` elsewhere (the main job,
+train_det's default config, the paper gate and the benchmarks ask it).
 
 The main job runs tools/train_cls.py and tools/train_det.py as subprocesses and reads configs/: files of a
 checkout, not of the installed packages. An installed wheel works as long as the job is started from a checkout
