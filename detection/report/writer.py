@@ -120,8 +120,8 @@ def _table_family(groups: list[RunGroup], baseline: RunGroup | None, controls: d
 
 def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None,
            comparisons: ComparisonSource | None = None, compared_metric: str | None = None):
-    cols = COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
-    main = compared_metric or ("AP" if kind == "coco" else "AP50")
+    cols = RESULT_KINDS[kind].columns
+    main = compared_metric or RESULT_KINDS[kind].compared
     papers = {id(g): paper_reference(kind, g.first) for g in groups}  # (numbers, None) or (None, why not)
     with_paper = any(ref for ref, _ in papers.values())
     controls = {id(g): _scratch_control(g, groups) for g in groups}
@@ -227,8 +227,22 @@ def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]
     return head, rows
 
 
+@dataclass(frozen=True)
+class ResultKind:
+    """How a kind of detection result (RunResult.kind) is tabled: its box AP table's title, its metric columns and
+    the metric its comparisons are on unless the caller names one."""
+
+    label: str
+    columns: tuple[str, ...]
+    compared: str
+
+
+RESULT_KINDS = {"coco": ResultKind("COCO-style box AP", COCO_COLUMNS, "AP"),
+                "voc": ResultKind("PASCAL VOC box AP", VOC_COLUMNS, "AP50")}
+
+
 def cols_of(kind: str) -> tuple[str, ...]:
-    return COCO_COLUMNS if kind == "coco" else VOC_COLUMNS
+    return RESULT_KINDS[kind].columns
 
 
 def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
@@ -341,7 +355,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     for r in runs:
         r.gmacs = run_gmacs(r.config)
     groups = group_runs(runs, groups)
-    kinds = [k for k in ("coco", "voc") if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
+    kinds = [k for k in RESULT_KINDS if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
     zoo, zoo_json, csv_rows = _results_sections(groups, kinds)
     box, table_json, box_csv = _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metric)
     notes = list(notes or []) + repeated_seed_warnings(groups)
@@ -397,7 +411,6 @@ def _section(s: ReportSection) -> Section:
     return Section(s.title, (Table(*s.table),) if s.table else (), s.lines, s.figures)
 
 
-KIND_LABELS = {"coco": "COCO-style box AP", "voc": "PASCAL VOC box AP"}  # the box AP table of each result kind
 
 
 def _results_sections(groups: list[RunGroup], kinds: list[str]) -> tuple[list[Section], dict, list]:
@@ -434,7 +447,7 @@ def _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metr
             + ("the job's comparisons" if comparisons else "this table's distinct comparisons") + "; the level "
             "beside it).")
         split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
-        sections.append(Section(KIND_LABELS[kind], (Table(head, rows, split=split, split_title="Comparisons"),),
+        sections.append(Section(RESULT_KINDS[kind].label, (Table(head, rows, split=split, split_title="Comparisons"),),
                                 (text,)))
         as_json[kind] = {
             "columns": head, "rows": rows, "baseline": base.name if base else None,
