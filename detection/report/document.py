@@ -139,7 +139,7 @@ STYLE = ("body{font-family:sans-serif;margin:1em 1.5em}"
          "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}.spread{font-size:11px;color:#555}"
          # config values and paths wrap anywhere: the table of what differs fits the window too
          "table.text td{white-space:normal;overflow-wrap:anywhere;text-align:left}"
-         "table.text td:first-child{white-space:nowrap}"
+         "table.text td:first-child{white-space:nowrap}table.text th{overflow-wrap:anywhere}"
          "img{max-width:100%}")
 
 

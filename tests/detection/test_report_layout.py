@@ -58,3 +58,24 @@ def test_the_results_and_their_calls_are_above_the_fold_at_1280_px(tmp_path):
     assert found["results"] <= fold and found["right"] <= width, found  # the whole results table on the first screen
     assert found["calls"] < fold, found  # the comparisons table (the calls) starts on it
     assert found["notes"] > found["calls"], found  # prose follows the tables
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (optional)")
+def test_the_table_of_what_differs_fits_1280_px_with_six_long_group_names(tmp_path):
+    """The family preset's report: six groups whose names do not break (vgg16_bn_frozenbn_pretrained) as the columns
+    of what differs made that table 1654 px wide; its headers now wrap anywhere."""
+    names = ["vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "resnet34"]
+    runs = [make_run(tmp_path, f"{m}_frozenbn_pretrained", m, coco=COCO_VGG, width=0.25,
+                     weights=str(tmp_path / "a_long_job_directory" / "pretrain" / f"{m}_p0" / "model_final.pth"))
+            for m in names]
+    paths = write_report(runs, tmp_path / "report", groups=[f"{m}_frozenbn_pretrained" for m in names])
+    probe = paths["html"].with_name("probe.html")
+    probe.write_text(paths["html"].read_text().replace("</body>", (
+        "<script>var r=[];document.querySelectorAll('table').forEach(function(t){"
+        "r.push(Math.ceil(t.getBoundingClientRect().right))});document.title=JSON.stringify(r)</script></body>")))
+    proc = subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,800",
+                           "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rights = json.loads(html.unescape(proc.stdout.split("<title>")[1].split("</title>")[0]))
+    assert len(rights) >= 5 and max(rights) <= 1280, rights
