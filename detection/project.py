@@ -37,9 +37,10 @@ def _is_checkout(d: Path) -> bool:
     return all((d / m).is_file() for m in _MARKERS)
 
 
-def project_files(start: Path | None = None) -> ProjectFiles:
+def project_files(start: Path | None = None, *, needed_by: str = "") -> ProjectFiles:
     """$BACKBONES_PROJECT_ROOT if set, else the first of `start` (default: the working directory) and its parents
-    that holds tools/train_cls.py, tools/train_det.py and configs/; ProjectFilesNotFound naming what is missing."""
+    that holds tools/train_cls.py, tools/train_det.py and configs/; ProjectFilesNotFound naming what is missing
+    (needed_by: what the caller needs the checkout for, when not the main job)."""
     named = os.environ.get(ENV_VAR)
     if named:
         root = Path(named).expanduser().resolve()
@@ -52,5 +53,6 @@ def project_files(start: Path | None = None) -> ProjectFiles:
     for d in (here, *here.parents):
         if _is_checkout(d):
             return ProjectFiles(d)
-    raise ProjectFilesNotFound(f"the main job runs {_MARKERS[0]} / {_MARKERS[1]} and reads configs/ of a checkout of "
-                               f"this repository: none at or above {here}; run it from the checkout or set {ENV_VAR}")
+    why = needed_by or f"the main job runs {_MARKERS[0]} / {_MARKERS[1]} and reads configs/"
+    raise ProjectFilesNotFound(f"{why} of a checkout of this repository: none at or above {here}; run it from the "
+                               f"checkout or set {ENV_VAR}")

@@ -41,7 +41,8 @@ RESUME_MAY_CHANGE = ("SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIO
 def default_config_files() -> list[str]:
     """No --config-file: ResNet-101 C4 (the paper's detector) on the embedded default dataset at smoke scale, from
     the checkout (detection.project: the one resolver of the repository's files)."""
-    files = project_files(Path(__file__).parent)
+    files = project_files(Path(__file__).parent, needed_by="train_det without --config-file reads its default "
+                                                            "configs/")
     return [str(files.config("COCO-Detection", "faster_rcnn_R_101_C4.yaml")),
             str(files.config("Embedded-Detection", "smoke.yaml"))]
 

@@ -235,7 +235,7 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
         if s.out in finished:
             log(f"[main job] reused: {s.title} ({s.out})")
     pending = [s for s in stages if s.out not in finished]
-    running: dict[Path, tuple[Stage, subprocess.Popen, float, object]] = {}
+    running: dict[Path, tuple[Stage, subprocess.Popen, float, object, bool]] = {}
     failed: list[str] = []
     last_report = 0.0
     try:
@@ -248,11 +248,13 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
                 if any(d not in finished for d in s.deps):
                     continue
                 pending.remove(s)
-                running[s.out] = _start_stage(s, threads, code, root, log)
+                running[s.out] = _start_stage(s, threads, code, root)
+                log(f"[main job] {'resumed' if running[s.out][4] else 'started'}: {s.title}  (log: "
+                    f"{s.out / STAGE_LOG})")  # after it is in `running`: a Ctrl-C here still stops it
             time.sleep(0.5)
             if STOP_REQUESTED.is_set():
                 raise KeyboardInterrupt("stop requested")
-            for key, (s, proc, t0, logf) in list(running.items()):
+            for key, (s, proc, t0, logf, _) in list(running.items()):
                 estimator.observe(s)
                 rc = proc.poll()
                 if rc is None:
@@ -280,8 +282,9 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
         raise RuntimeError("stage failed: " + "\n".join(failed))
 
 
-def _start_stage(s: Stage, threads: int, code: dict, root: Path, log) -> tuple:
-    """Start a stage's tool (resuming it where it has a checkpoint): (stage, process, start time, its log file)."""
+def _start_stage(s: Stage, threads: int, code: dict, root: Path) -> tuple:
+    """Start a stage's tool (resuming it where it has a checkpoint): (stage, process, start time, its log file,
+    whether it resumed). Nothing runs between the start and the return that a Ctrl-C could interrupt."""
     s.out.mkdir(parents=True, exist_ok=True)
     _write_record(s, threads, code)
     resume = ["--resume"] if (s.out / LAST_CHECKPOINT).is_file() else []
@@ -289,8 +292,7 @@ def _start_stage(s: Stage, threads: int, code: dict, root: Path, log) -> tuple:
     proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root, env=_stage_env(threads),
                             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=_default_sigint)
-    log(f"[main job] {'resumed' if resume else 'started'}: {s.title}  (log: {s.out / STAGE_LOG})")
-    return s, proc, time.time(), logf
+    return s, proc, time.time(), logf, bool(resume)
 
 
 def _stop_running(running: list[tuple]) -> None:
@@ -298,11 +300,11 @@ def _stop_running(running: list[tuple]) -> None:
     together, then SIGKILL; a second Ctrl-C meanwhile must not orphan them."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for _, proc, _, _ in running:
+        for _, proc, _, _, _ in running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGINT)
         deadline = time.time() + 60
-        for _, proc, _, logf in running:
+        for _, proc, _, logf, _ in running:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:

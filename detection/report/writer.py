@@ -43,6 +43,20 @@ class ReportSection:
     figures: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class ResultKind:
+    """How a kind of detection result (RunResult.kind) is tabled: its box AP table's title, its metric columns and
+    the metric its comparisons are on unless the caller names one."""
+
+    label: str
+    columns: tuple[str, ...]
+    compared: str
+
+
+RESULT_KINDS = {"coco": ResultKind("COCO-style box AP", COCO_COLUMNS, "AP"),
+                "voc": ResultKind("PASCAL VOC box AP", VOC_COLUMNS, "AP50")}
+
+
 def run_gmacs(config: dict) -> float | None:
     """GMACs at 224x224 (paper Table 1 counting, with the 1000-way classifier) of the backbone a run trained, built
     from the MODEL.BACKBONES its config.yaml recorded -- stride placement, pre-activation and shortcut included
@@ -227,20 +241,6 @@ def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]
     return head, rows
 
 
-@dataclass(frozen=True)
-class ResultKind:
-    """How a kind of detection result (RunResult.kind) is tabled: its box AP table's title, its metric columns and
-    the metric its comparisons are on unless the caller names one."""
-
-    label: str
-    columns: tuple[str, ...]
-    compared: str
-
-
-RESULT_KINDS = {"coco": ResultKind("COCO-style box AP", COCO_COLUMNS, "AP"),
-                "voc": ResultKind("PASCAL VOC box AP", VOC_COLUMNS, "AP50")}
-
-
 def cols_of(kind: str) -> tuple[str, ...]:
     return RESULT_KINDS[kind].columns
 
@@ -367,7 +367,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     plots = detection_plots(groups, out)
     document = Document(title, (
         *map(_section, lead), *zoo, *box, *([Section("Notes", lines=tuple(notes))] if notes else []),
-        *([Section("Detections on val images", lines=tuple(panel_notes), figures=tuple(panel))] if panel else []),
+        *([Section("Detections on val images", lines=tuple(panel_notes), figures=tuple(panel))]
+          if panel or panel_notes else []),  # "not drawn: <why>" is said, not dropped
         *map(_section, sections), *_differences_section(differences),
         Section("Conditions (read from the runs)", lines=tuple(conditions), bullets=True),
         *_pretraining_section(pretrain, pre_plots),
@@ -409,8 +410,6 @@ def _check_run_dirs(run_dirs, sections) -> None:
 
 def _section(s: ReportSection) -> Section:
     return Section(s.title, (Table(*s.table),) if s.table else (), s.lines, s.figures)
-
-
 
 
 def _results_sections(groups: list[RunGroup], kinds: list[str]) -> tuple[list[Section], dict, list]:
