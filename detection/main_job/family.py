@@ -26,11 +26,14 @@ from .plan import PlanError
 
 __all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
            "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
-           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC"]
+           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC", "COST_FIELDS"]
 
 MIN_BACKBONES = 4  # a rank correlation of 3 points takes 4 values (Spearman) -- not computed below 4
 RESAMPLES = 2000  # bootstrap resamples of the units
 MEASURED, PUBLISHED, FILE_METADATA = "measured here", "published", "published (file metadata)"
+# The leaderboard's costs measured while a run trains and evaluates: two runs of one job differ in them (the machine,
+# what ran beside), never in the numbers the runs compute
+COST_FIELDS = ("train_s_per_iter", "inference_s_per_image", "train_mem_mb")
 TOP1_METRIC = "pretraining top-1 error"  # the metric of residual vs plain on pretraining (lower is better)
 CORRELATED_METRIC = "AP"  # the leaderboard's sort key: COCO AP, the headline of Detectron2's MODEL_ZOO
 

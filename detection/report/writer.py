@@ -363,8 +363,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     differences = config_differences(groups)
     conditions = condition_notes(groups)
     pretrain = list({p.path: p for g in groups for r in g.runs if (p := r.pretraining)}.values())
-    pre_plots = pretraining_plot(pretrain, out)
-    plots = detection_plots(groups, out)
+    pre_plots, plots = pretraining_plot(pretrain, out), detection_plots(groups, out)
     document = Document(title, (
         *map(_section, lead), *zoo, *box, *([Section("Notes", lines=tuple(notes))] if notes else []),
         *([Section("Detections on val images", lines=tuple(panel_notes), figures=tuple(panel))]
