@@ -20,6 +20,7 @@ from pathlib import Path
 from backbones import model_info
 
 from ..report.comparison import Comparison, Spread, compare, spread
+from ..report.document import fmt
 from ..report.groups import PRETRAINING_RUN, RunGroup, compare_groups
 from .arms import ARMS
 from .plan import PlanError
@@ -293,10 +294,6 @@ def _ci(stat: Spread | None, nd: int = 1) -> str:
     return f"{stat.mean:.{nd}f}" + (f" [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "")
 
 
-def _num(v: float | None, nd: int) -> str:
-    return "—" if v is None else f"{v:.{nd}f}"
-
-
 LEADERBOARD_COLUMNS = ["backbone", "family", "depth", "weights", "top-1 err %", "top-1 from", "AP50", "AP", "AP75",
                        "train s/iter", "inference s/im", "train mem (MB)", "params (M)", "GMACs (224²)"]
 
@@ -306,8 +303,8 @@ def leaderboard_table(rows: list[LeaderboardRow]) -> tuple[list[str], list[list[
     return LEADERBOARD_COLUMNS, [
         [r.backbone, r.family, str(r.depth), r.weights, _ci(r.top1_error), r.top1_source or "—",
          _ci(r.metrics.get("AP50")), _ci(r.metrics.get("AP")), _ci(r.metrics.get("AP75")),
-         _num(r.train_s_per_iter, 3), _num(r.inference_s_per_image, 3), _num(r.train_mem_mb, 0),
-         _num(r.params_m, 2), _num(r.gmacs, 2)] for r in rows]
+         fmt(r.train_s_per_iter, 3), fmt(r.inference_s_per_image, 3), fmt(r.train_mem_mb, 0),
+         fmt(r.params_m, 2), fmt(r.gmacs, 2)] for r in rows]
 
 
 def correlation_text(c: Correlation | None) -> str:
