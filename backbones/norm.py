@@ -6,7 +6,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "NORMS", "BN_VARIANTS"]
+__all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "calibrate_frozen_bn", "PRETRAINED_BN_SCALE", "NORMS",
+           "BN_VARIANTS"]
 
 NORMS = ("BN", "FrozenBN", "GN", "SyncBN", "")
 # One set of tensors (weight, bias, running statistics) under three behaviours: a checkpoint of one loads into
@@ -100,6 +101,22 @@ def get_norm(norm: str | None, channels: int) -> nn.Module:
     if norm == "SyncBN":
         return nn.SyncBatchNorm(channels)
     raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(repr(n) for n in NORMS)}")
+
+
+PRETRAINED_BN_SCALE = 0.2  # about what a trained net's BN weights are; a random init's 1.0 overflows a deep trunk
+
+
+def calibrate_frozen_bn(model: nn.Module, *, frozen_bn: type = FrozenBatchNorm2d,
+                        scale: float = PRETRAINED_BN_SCALE) -> nn.Module:
+    """FrozenBN scales of a pretrained net instead of a random init's, so that a random deep trunk does not overflow
+    as a real checkpoint would not: what a timing of a pretrained leg without its checkpoint needs. `frozen_bn`: the
+    class to find (tools/detection_leg_worker.py loads this file by path inside another source tree and passes
+    that tree's class); this module imports only torch for that reason."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, frozen_bn):
+                m.weight.fill_(scale)
+    return model
 
 
 def freeze_(module: nn.Module) -> nn.Module:

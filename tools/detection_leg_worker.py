@@ -6,7 +6,9 @@ earlier commit extracted by the benchmark), so that every package it imports is 
 It builds its leg itself instead of through detection/main_job/leg.py (build_detection_leg, the one leg harness
 everywhere else): it runs inside earlier commits' trees, which lack that module, so it uses only what every commit
 of the project since the main job has (get_detection_cfg, the Trainer's optimizer and train loader, build_model) and
-imports nothing from the benchmarks (tools/benchmarks/vs_commit.py drives it). Protocol: one JSON line when ready
+imports nothing from the benchmarks (tools/benchmarks/vs_commit.py drives it). The pretrained-like FrozenBN scales
+are the ones every timing uses (backbones.norm.calibrate_frozen_bn of this checkout, loaded by its path: that file
+imports only torch), applied to the tree's own FrozenBatchNorm2d. Protocol: one JSON line when ready
 (the tree's `detection` package and embedded dataset paths, optimizer, loader workers, threads), then for each
 line read from stdin one block of `--iterations` training iterations and the line "done". Everything else it
 prints goes to stderr.
@@ -17,10 +19,22 @@ prints goes to stderr.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import warnings
+from pathlib import Path
+
+CALIBRATION = Path(__file__).resolve().parents[1] / "backbones" / "norm.py"  # this checkout's, not the tree's
+
+
+def calibrate_frozen_bn():
+    """backbones.norm.calibrate_frozen_bn of this checkout, without importing its packages (the tree's are)."""
+    spec = importlib.util.spec_from_file_location("_checkout_backbones_norm", CALIBRATION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.calibrate_frozen_bn
 
 
 def main() -> int:
@@ -42,17 +56,15 @@ def main() -> int:
     import detection  # noqa: I001  (first: lets Detectron2 import without its compiled ops)
     from detectron2.modeling import build_model
     from detectron2.utils.events import EventStorage
+    from backbones import FrozenBatchNorm2d
     from detection import get_detection_cfg
     from detection.engine.trainer import Trainer
 
     cfg = get_detection_cfg(args.config_file, ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", args.leg])
     torch.manual_seed(0)
     model = build_model(cfg)
-    if args.pretrained:  # FrozenBN with pretrained-like scales: a random deep net would overflow (as the benchmark)
-        with torch.no_grad():
-            for name, buf in model.named_buffers():
-                if "norm" in name and name.endswith("weight"):
-                    buf.fill_(0.2)
+    if args.pretrained:  # FrozenBN with pretrained-like scales: a random deep net would overflow (as every timing)
+        calibrate_frozen_bn()(model, frozen_bn=FrozenBatchNorm2d)
     model.train()
     optimizer = Trainer.build_optimizer(cfg, model)
     batches = iter(Trainer.build_train_loader(cfg))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from backbones import create_model
+from backbones.norm import calibrate_frozen_bn
 
 from .plan import leg_config_files
 
@@ -26,18 +27,6 @@ def seconds_per_step(step: Callable[[], object], warmup: int = 2, repeats: int =
     for _ in range(repeats):
         step()
     return (time.perf_counter() - t0) / repeats
-
-
-def calibrate_frozen_bn(model: torch.nn.Module) -> torch.nn.Module:
-    """FrozenBN scales of a pretrained net (0.2) instead of a random init's 1.0, so that a random deep trunk does not
-    overflow as a real checkpoint would not: what a timing of a pretrained leg without its checkpoint needs."""
-    from backbones import FrozenBatchNorm2d
-
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, FrozenBatchNorm2d):
-                m.weight.fill_(0.2)
-    return model
 
 
 @dataclass

@@ -383,3 +383,24 @@ def test_norm_folding_equals_conv_then_norm(name, norm):
     for k, g in grads.get(False, {}).items():
         assert (grads[True][k] - g).norm() <= 1e-9 * g.norm(), k
     assert list(model.state_dict()) == keys
+
+
+def test_calibrate_frozen_bn_sets_the_scale_of_every_frozen_bn_and_of_nothing_else():
+    """The pretrained-like scales every timing of a pretrained leg without its checkpoint uses (the benchmarks, the
+    job's estimates and tools/detection_leg_worker.py, which passes another tree's FrozenBatchNorm2d class)."""
+    from backbones.norm import PRETRAINED_BN_SCALE, calibrate_frozen_bn
+
+    net = create_model("resnet18", num_classes=10, width=0.25, norm="FrozenBN")
+    conv_before = [m.weight.clone() for m in net.modules() if isinstance(m, nn.Conv2d)]
+    frozen = [m for m in net.modules() if isinstance(m, FrozenBatchNorm2d)]
+    assert frozen and calibrate_frozen_bn(net) is net
+    assert all(bool((m.weight == PRETRAINED_BN_SCALE).all()) for m in frozen)
+    assert all(torch.equal(a, m.weight) for a, m in zip(conv_before, [m for m in net.modules()
+                                                                       if isinstance(m, nn.Conv2d)]))
+
+    class OtherTreesFrozenBN(FrozenBatchNorm2d):  # a class of another source tree: only it is found
+        pass
+
+    other = nn.Sequential(OtherTreesFrozenBN(4), FrozenBatchNorm2d(4))
+    calibrate_frozen_bn(other, frozen_bn=OtherTreesFrozenBN, scale=0.5)
+    assert bool((other[0].weight == 0.5).all()) and bool((other[1].weight == 1.0).all())
