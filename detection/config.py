@@ -52,7 +52,7 @@ def add_backbones_config(cfg: CN) -> CN:
     cfg.EVAL = CN()
     cfg.EVAL.COCO_BACKEND = "faster_coco_eval"  # or "pycocotools" (official, ~8x slower, same numbers)
     # COCO-style AP of a dataset without a COCO json (VOC): "ignore" difficult objects (crowd regions, VOC-style) or
-    # count them as "ground_truth" (Detectron2's converter); metrics.json records which, beside the numbers
+    # count them as "ground_truth" (Detectron2's converter); evaluation.json records which, beside the numbers
     cfg.EVAL.VOC_DIFFICULT_IN_COCO_AP = "ignore"
     # Evaluate a frozen copy through modeling/inference.optimize_detector_for_inference (norms folded, channels_last,
     # torch.compile with Inductor freezing): same detections within float tolerance, compile time paid per

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from backbones.weight_formats import KNOWN_META
+from classification.engine.run_files import EVALUATION, METRICS, OLD_TRAINING_LOG
 from detection import get_detection_cfg
 from detection.config import set_conventions
 from detection.report.paper import PAPER_SETUP
@@ -15,9 +16,15 @@ from detection.report.paper import PAPER_SETUP
 PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
 
 
+def summary_file(run: Path) -> Path:
+    """Where a run's summary ({"evaluation": ...}) is, in either layout (tests edit it in place)."""
+    return run / (METRICS if (run / OLD_TRAINING_LOG).exists() else EVALUATION)
+
+
 def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_cat=None, log_rows=10,
-             dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None):
-    """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test)."""
+             dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None, old_layout=False):
+    """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test).
+    old_layout: as written before 2026-12-06 (summary in metrics.json, the JSONWriter log in training_log.json)."""
     run = root / name
     run.mkdir(parents=True)
     dataset = dataset or ("voc_2007_test" if voc else "coco_2014_val")
@@ -27,15 +34,18 @@ def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_c
                   "ROI_HEADS": {"NAME": "BackbonesRes5ROIHeads"}, "WEIGHTS": weights},
         "SOLVER": {"MAX_ITER": 90000}, "DATASETS": {"TRAIN": train, "TEST": [dataset]}, "SEED": seed,
         "OUTPUT_DIR": str(run), **(extra_cfg or {})}))
-    (run / "training_log.json").write_text("\n".join(json.dumps({"iteration": i * 20, "total_loss": 2.0 / (i + 1),
-                                                                   "lr": 0.02}) for i in range(log_rows)) + "\n")
+    log = [{"iteration": i * 20, "total_loss": 2.0 / (i + 1), "lr": 0.02} for i in range(log_rows)]
+    summary, log_file = (METRICS, OLD_TRAINING_LOG) if old_layout else (EVALUATION, METRICS)
     if coco is None and voc is None:
+        (run / log_file).write_text("".join(json.dumps(r) + "\n" for r in log))
         return run
     bbox = dict(coco or voc)
     bbox.update({("AP50-" if voc else "AP-") + k: v for k, v in (per_cat or {}).items()})
     completed = ((extra_cfg or {}).get("SOLVER") or {}).get("MAX_ITER", 90000)  # a finished run's MAX_ITER
-    (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": bbox}},
-                                                  "iterations_completed": completed}))
+    log.append({"iteration": completed, **{f"bbox/{k}": v for k, v in bbox.items()}})  # as EvalHook puts them
+    (run / log_file).write_text("".join(json.dumps(r) + "\n" for r in log))
+    (run / summary).write_text(json.dumps({"evaluation": {dataset: {"bbox": bbox}},
+                                           "iterations_completed": completed}))
     (run / "model_final.pth").write_bytes(b"")  # a finished training run has its final checkpoint
     inf = run / "inference" / dataset
     inf.mkdir(parents=True)
@@ -67,8 +77,8 @@ def classification_run(root: Path, model="resnet101", width=0.25, top1=59.0) -> 
 
 PAPER_CONFIGS = {(kind, column): setup["config"] for (kind, column), setup in PAPER_SETUP.items()}
 BACKBONE = {"ResNet-101": "resnet101", "VGG-16": "vgg16"}
-METRICS = {"coco": {"AP": 27.0, "AP50": 48.0, "AP75": 28.0, "APs": 8.0, "APm": 30.0, "APl": 40.0},
-           "voc": {"AP50": 76.0, "mAP50_voc07": 76.0, "mAP50_area": 78.0, "AP": 48.0, "AP75": 50.0}}
+PAPER_METRICS = {"coco": {"AP": 27.0, "AP50": 48.0, "AP75": 28.0, "APs": 8.0, "APm": 30.0, "APl": 40.0},
+                 "voc": {"AP50": 76.0, "mAP50_voc07": 76.0, "mAP50_area": 78.0, "AP": 48.0, "AP75": 50.0}}
 SAME_SOLVER = "configs/Overlays/COCO-VGG16-same-solver-as-R101.yaml"
 
 
@@ -88,12 +98,12 @@ def paper_config(kind: str, column: str, *overlays: str, opts=()) -> dict:
 
 
 def write_run(root: Path, name: str, config: dict, kind: str, seed: int = 0) -> Path:
-    """A finished run directory with that config.yaml and a metrics.json of `kind`'s metrics."""
+    """A finished run directory with that config.yaml and an evaluation.json of `kind`'s metrics."""
     run = root / name
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump({**config, "SEED": seed, "OUTPUT_DIR": str(run)}))
     dataset = config["DATASETS"]["TEST"][0]
-    (run / "metrics.json").write_text(json.dumps({"evaluation": {dataset: {"bbox": METRICS[kind]}},
-                                                  "iterations_completed": config["SOLVER"]["MAX_ITER"]}))
+    (run / EVALUATION).write_text(json.dumps({"evaluation": {dataset: {"bbox": PAPER_METRICS[kind]}},
+                                              "iterations_completed": config["SOLVER"]["MAX_ITER"]}))
     (run / "model_final.pth").write_bytes(b"")
     return run

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from .errors import UsageError
-from .run_files import CHECKPOINT_GLOB, LAST_CHECKPOINT, RUN_MARKERS
+from .run_files import CHECKPOINT_GLOB, LAST_CHECKPOINT, run_results_held
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
            "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
@@ -76,7 +76,7 @@ def refuse_existing_run(output_dir: str | os.PathLike, *, resume: bool, what: st
                         flag: str = "OUTPUT_DIR", resumable: bool = True) -> None:
     """UsageError naming the files when `output_dir` already holds a run and `resume` is not set; resumable:
     whether the tool has a --resume to offer."""
-    found = [f for f in RUN_MARKERS if (Path(output_dir) / f).is_file()]  # any of them: the directory holds a run
+    found = run_results_held(output_dir)
     if found and not resume:
         remedy = "Pass --resume to continue that run, or choose" if resumable else "Choose"
         raise UsageError(f"{flag} {output_dir} already holds a run ({', '.join(found)}); refusing to {what} "

@@ -7,8 +7,11 @@ pipelines share, because the classification trainer writes these files too; a de
 layer up, by `detection.report.runs.load_run`.
 
 A classification run (tools/train_cls.py): CONFIG_JSON, METRICS (history, final top-1/top-5), checkpoints.
-A detection run (tools/train_det.py): CONFIG_YAML, METRICS ({"evaluation": ..., "iterations_completed": ...}),
-TRAINING_LOG, checkpoints, FAILURE when training raised. Both: PROGRESS, LAST_CHECKPOINT, FINAL_CHECKPOINT.
+A detection run (tools/train_det.py), in Detectron2's conventions: CONFIG_YAML, METRICS (Detectron2's JSONWriter log:
+one JSON object per line with "iteration", the evaluation scalars "bbox/AP", ... as its EvalHook puts them), EVALUATION
+({"evaluation": ..., "iterations_completed": ..., costs}), checkpoints, FAILURE when training raised; runs written
+before 2026-12-06 hold the summary in METRICS and the log in OLD_TRAINING_LOG (`detection_run_files` tells which).
+Both: PROGRESS, LAST_CHECKPOINT, FINAL_CHECKPOINT.
 A main-job stage directory adds STAGE_RECORD and STAGE_LOG; the job directory JOB_SUMMARY and JOB_RESULTS.
 """
 
@@ -23,20 +26,22 @@ from backbones import bounded_read
 from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
-           "TRAINING_LOG", "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
+           "EVALUATION", "OLD_TRAINING_LOG", "DetectionRunFiles", "detection_run_files", "run_results_held",
+           "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
            "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
            "finite_number"]
 
-METRICS = "metrics.json"  # each trainer's final numbers (written whole, at the end)
+METRICS = "metrics.json"  # classification: its final numbers (written whole); detection: Detectron2's JSONWriter log
+EVALUATION = "evaluation.json"  # a detection run's summary: evaluation results and the model-zoo costs
 FINAL_CHECKPOINT = "model_final.pth"
 LAST_CHECKPOINT = "last_checkpoint"  # names the newest complete checkpoint (what --resume loads)
 PROGRESS = "progress.json"  # iteration / of how many / seconds, while training
 FAILURE = "failure.json"  # a detection run's record that training raised; removed when a resume ends
 CONFIG_JSON = "config.json"  # a classification run's ClsConfig
 CONFIG_YAML = "config.yaml"  # a detection run's full Detectron2 config
-TRAINING_LOG = "training_log.json"  # Detectron2's JSONWriter: one record per logged iteration
+OLD_TRAINING_LOG = "training_log.json"  # the JSONWriter log of detection runs written before 2026-12-06
 STAGE_RECORD = "main_job_stage.json"  # a main-job stage: its command, thread count, code versions
 STAGE_LOG = "stage.log"  # a main-job stage's stdout + stderr
 JOB_SUMMARY = "summary.txt"  # the main job's summary
@@ -47,7 +52,7 @@ PREDICTIONS = "coco_instances_results.json"  # the detections COCO AP scored
 COCO_EVAL = "coco_eval_bbox.json"  # COCO AP's precision curves
 VOC_EVAL = "voc_eval_bbox.json"  # VOC AP's per-class curves
 CHECKPOINT_GLOB = "model_[0-9]*.pth"  # the periodic checkpoints (checkpoint_name), zero-padded: sorted by age
-RUN_MARKERS = (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS)  # any of them: the directory holds a run
+RUN_MARKERS = (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS, EVALUATION)  # any of them: the directory holds a run
 # How the cached embedded path (trainer.cached_batches) draws a batch's crops and flips, as config.json records it
 # under "augmentation_stream": runs recorded without it drew per batch, from (seed, the batch's first stream
 # position), so each process of a multi-process run drew other crops than one process given the same global batch.
@@ -93,6 +98,48 @@ def read_json(path: Path):
         return bounded_read.read_json(path, limit=RUN_FILE_LIMIT)
     except UnreadableFile as err:
         raise RunFileError(str(err)) from None
+
+
+def run_results_held(path) -> list[str]:
+    """The RUN_MARKERS in `path` that a new run would overwrite: checkpoints, EVALUATION, and METRICS when it is a
+    run's summary (a classification run's, or a detection run's before 2026-12-06) -- not when it is Detectron2's
+    JSONWriter log of a run killed before its first checkpoint, which a new run starts afresh."""
+    path = Path(path)
+    return [f for f in RUN_MARKERS if (path / f).is_file() and (f != METRICS or _is_summary(path / f))]
+
+
+def _is_summary(metrics_file: Path) -> bool:
+    try:
+        metrics = read_json(metrics_file)
+    except RunFileError:  # not one JSON value: a JSONWriter log of two or more lines (or unreadable)
+        return False
+    return isinstance(metrics, dict) and ("final" in metrics or "evaluation" in metrics)
+
+
+@dataclass(frozen=True)
+class DetectionRunFiles:
+    """Where a detection run directory keeps its summary and its training log, in either layout."""
+
+    summary: Path  # EVALUATION; METRICS in a run written before 2026-12-06
+    training_log: Path  # METRICS (Detectron2's JSONWriter); OLD_TRAINING_LOG before
+    layout: str  # "detectron2" or "before 2026-12-06"
+
+
+def detection_run_files(path) -> DetectionRunFiles:
+    """The run's files by layout: the old one when OLD_TRAINING_LOG is there (a training run) or, with neither it nor
+    EVALUATION, when METRICS is one JSON object with an "evaluation" (an --eval-only run); else Detectron2's."""
+    path = Path(path)
+    old = DetectionRunFiles(path / METRICS, path / OLD_TRAINING_LOG, "before 2026-12-06")
+    new = DetectionRunFiles(path / EVALUATION, path / METRICS, "detectron2")
+    if os.path.lexists(path / EVALUATION):
+        return new
+    if os.path.lexists(path / OLD_TRAINING_LOG):
+        return old
+    try:  # a JSONWriter log of two or more lines is not one JSON value; of one line, it has no "evaluation"
+        metrics = read_json(path / METRICS)
+    except RunFileError:
+        return new
+    return old if isinstance(metrics, dict) and "evaluation" in metrics else new
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,6 @@ main job. Process launch, Slurm submission, the run-directory rules and the comm
 classification.engine's (launch, slurm, run_directory, cli): the layer below, shared by both pipelines."""
 
 from .train_net import build_parser, launch, main, run, setup
-from .trainer import Trainer, create_ddp_model, write_metrics
+from .trainer import Trainer, create_ddp_model, write_evaluation
 
-__all__ = ["Trainer", "create_ddp_model", "write_metrics", "build_parser", "setup", "main", "launch", "run"]
+__all__ = ["Trainer", "create_ddp_model", "write_evaluation", "build_parser", "setup", "main", "launch", "run"]

@@ -19,7 +19,7 @@ from backbones.checkpoint_io import signals_deferred
 from classification.engine.cli import USER_ERRORS, add_launch_arguments, check_process_count, user_errors
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
-from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, PROGRESS, TRAINING_LOG
+from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, METRICS, OLD_TRAINING_LOG, PROGRESS
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -186,8 +186,8 @@ def main(args: argparse.Namespace):
         return Trainer.test(cfg, model)
     if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         # training starts at iteration 0: the per-iteration log of a run killed before its first checkpoint goes,
-        # so the two runs' iterations do not mix in one training_log.json (the report plots it)
-        for name in (TRAINING_LOG, PROGRESS):
+        # so the two runs' iterations do not mix in one metrics.json (the report plots it)
+        for name in (METRICS, OLD_TRAINING_LOG, PROGRESS):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(cfg.OUTPUT_DIR, name))
     trainer = Trainer(cfg)

@@ -1,18 +1,21 @@
 """The detection trainer: Detectron2's DefaultTrainer with the plugin's checkpointer, evaluators and outputs.
 
-Differences from DefaultTrainer (0.6), each for a reason:
+Detectron2's DefaultTrainer constructor runs unchanged; what differs goes through its extension points, each for a
+reason:
 - BackbonesCheckpointer: safe reading of every file, pretrained backbones in any format, atomic writes;
 - the optimizer state is part of the checkpoint (0.6 loses SGD momentum on resume, detectron2 issue #4110);
-- DistributedDataParallel without `device_ids` on CPU (0.6 always passes a GPU id), so gloo runs work;
-- evaluation results go to OUTPUT_DIR/metrics.json; the per-iteration training log to training_log.json
-  (Detectron2 writes it to metrics.json), TensorBoard events beside them; a progress bar with ETA on rank 0;
-- metrics.json also records what a model-zoo table reports: inference seconds per image (the model's forward in
-  eval mode at the test loader's batch 1, loader excluded), peak training memory, parameters, and the device and
-  threads they were measured on (train s/iter comes from training_log.json, run_files reads it).
+- DistributedDataParallel without `device_ids` on CPU (Detectron2 always passes a GPU id), so gloo runs work;
+- Detectron2's writers as they are: metrics.json is its JSONWriter log (the evaluation scalars in it, as its EvalHook
+  puts them), TensorBoard events beside it; a progress bar with ETA on rank 0;
+- the run's summary, OUTPUT_DIR/evaluation.json: the evaluation results by dataset and what a model-zoo table
+  reports -- inference seconds per image (the model's forward in eval mode at the test loader's batch 1, loader
+  excluded), peak training memory, parameters, and the device and threads they were measured on (train s/iter comes
+  from the metrics.json log, detection.report.runs reads it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,17 +26,17 @@ import weakref
 from collections import OrderedDict
 
 import torch
-from detectron2.engine import AMPTrainer, DefaultTrainer, SimpleTrainer, hooks
+from detectron2.engine import DefaultTrainer, hooks
+from detectron2.engine import defaults as d2_defaults
 from detectron2.engine.defaults import create_ddp_model as d2_create_ddp_model
 from detectron2.engine.train_loop import TrainerBase
 from detectron2.evaluation import inference_on_dataset
 from detectron2.utils import comm
-from detectron2.utils.events import CommonMetricPrinter, JSONWriter, TensorboardXWriter, get_event_storage
-from detectron2.utils.logger import setup_logger
+from detectron2.utils.events import get_event_storage
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.progress import ProgressFile
-from classification.engine.run_files import FAILURE, INFERENCE_DIR, METRICS, TRAINING_LOG
+from classification.engine.run_files import EVALUATION, FAILURE, INFERENCE_DIR
 
 from ..checkpoint import CLASSES_KEY, BackbonesCheckpointer, check_checkpoint_classes, dataset_classes
 from ..evaluation import build_evaluator
@@ -41,15 +44,29 @@ from ..modeling.inference import compile_seconds, optimize_detector_for_inferenc
 from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
 
-__all__ = ["Trainer", "create_ddp_model", "write_metrics"]
+__all__ = ["Trainer", "create_ddp_model", "write_evaluation"]
 
 logger = logging.getLogger("detection.engine")
 
 
-def create_ddp_model(model: torch.nn.Module) -> torch.nn.Module:
+def create_ddp_model(model: torch.nn.Module, **kwargs) -> torch.nn.Module:
     """Detectron2's create_ddp_model, told that a CPU model has no device ids (it defaults to the local GPU)."""
-    on_cuda = next(model.parameters()).is_cuda
-    return d2_create_ddp_model(model, broadcast_buffers=False, **({} if on_cuda else {"device_ids": None}))
+    if not next(model.parameters()).is_cuda:
+        kwargs.setdefault("device_ids", None)
+    return d2_create_ddp_model(model, **kwargs)
+
+
+@contextlib.contextmanager
+def cpu_ddp_without_device_ids():
+    """DefaultTrainer's constructor wraps the model with detectron2.engine.defaults.create_ddp_model, which passes
+    DistributedDataParallel device_ids=[local rank] -- a GPU id, refused for a CPU model (gloo runs). While the
+    constructor runs, that name is `create_ddp_model` above: no device ids for a CPU model, nothing else changed."""
+    original = d2_defaults.create_ddp_model
+    d2_defaults.create_ddp_model = create_ddp_model
+    try:
+        yield
+    finally:
+        d2_defaults.create_ddp_model = original
 
 
 class ProgressBar(hooks.HookBase):
@@ -161,37 +178,42 @@ def dataset_files(name: str) -> dict:
             if hasattr(meta, k)}
 
 
-def write_metrics(output_dir: str, results: dict, extra: dict | None = None) -> str:
-    """OUTPUT_DIR/metrics.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
-    path = os.path.join(output_dir, METRICS)
+def write_evaluation(output_dir: str, results: dict, extra: dict | None = None) -> str:
+    """OUTPUT_DIR/evaluation.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
+    path = os.path.join(output_dir, EVALUATION)
     atomic_write_text(path, json.dumps({"evaluation": results, **(extra or {})}, indent=2, default=float))
     return path
 
 
 class Trainer(DefaultTrainer):
+    """DefaultTrainer, extended through its own extension points (build_* classmethods, build_hooks, test,
+    state_dict): Detectron2's constructor runs as it is, so a release that changes it needs nothing here."""
+
     def __init__(self, cfg):
-        TrainerBase.__init__(self)
-        if not logging.getLogger("detectron2").isEnabledFor(logging.INFO):
-            setup_logger()
-        cfg = DefaultTrainer.auto_scale_workers(cfg, comm.get_world_size())
-        model = self.build_model(cfg)
-        optimizer = self.build_optimizer(cfg, model)
-        data_loader = self.build_train_loader(cfg)
         check_test_datasets(cfg)  # now, not after training
-        model = create_ddp_model(model)
-        use_amp = cfg.SOLVER.AMP.ENABLED and torch.cuda.is_available()
-        self._trainer = (AMPTrainer if use_amp else SimpleTrainer)(model, data_loader, optimizer)
-        logging.getLogger("detectron2").info(
-            f"training {type(model).__name__} in {comm.get_world_size()} process(es) on {cfg.MODEL.DEVICE} with "
-            f"{type(self._trainer).__name__}")
-        self.scheduler = self.build_lr_scheduler(cfg, optimizer)
-        self.checkpointer = BackbonesCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self),
-                                                  strict_backbone=cfg.MODEL.BACKBONES.STRICT_LOAD)
-        self.start_iter = 0
-        self.max_iter = cfg.SOLVER.MAX_ITER
-        self.cfg = cfg
+        if cfg.SOLVER.AMP.ENABLED and not torch.cuda.is_available():  # AMPTrainer needs CUDA; say so, then train
+            logger.warning("SOLVER.AMP.ENABLED is ignored: no CUDA here, this run trains in float32")
+            cfg = cfg.clone()
+            cfg.defrost()
+            cfg.SOLVER.AMP.ENABLED = False
+            cfg.freeze()
         self.classes = dataset_classes(cfg.DATASETS.TRAIN[0])  # recorded in every checkpoint (state_dict)
-        self.register_hooks(self.build_hooks())
+        with cpu_ddp_without_device_ids():
+            super().__init__(cfg)
+
+    def build_hooks(self):
+        # DefaultTrainer's constructor has no build_checkpointer: build_hooks is the first method it calls after
+        # making its DetectionCheckpointer and before any hook holds it, so ours (same model and directory) goes in
+        # here -- safe reading of every file, pretrained backbones in any format, atomic writes.
+        self.checkpointer = BackbonesCheckpointer(self.checkpointer.model, self.cfg.OUTPUT_DIR,
+                                                  trainer=weakref.proxy(self),
+                                                  strict_backbone=self.cfg.MODEL.BACKBONES.STRICT_LOAD)
+        ret = super().build_hooks()
+        if comm.is_main_process():
+            ckpt = next(i for i, h in enumerate(ret) if isinstance(h, hooks.PeriodicCheckpointer))
+            ret.insert(ckpt, FiniteWeightsGuard(self.cfg.SOLVER.CHECKPOINT_PERIOD, self.max_iter))
+            ret.insert(-1, ProgressBar())  # before the writers, after the checkpointer
+        return ret
 
     def resume_or_load(self, resume: bool = True):
         super().resume_or_load(resume=resume)
@@ -201,7 +223,10 @@ class Trainer(DefaultTrainer):
     def train(self):
         """Detectron2's training loop, with the outcome recorded: a run that raises (divergence, non-finite weights,
         a full disk at the final checkpoint, ...) leaves OUTPUT_DIR/failure.json naming the error and iteration --
-        Detectron2 still runs the final evaluation in after_train, so metrics.json alone does not mean finished."""
+        Detectron2 still runs the final evaluation in after_train, so evaluation.json alone does not mean finished."""
+        logging.getLogger("detectron2").info(
+            f"training {type(self._trainer.model).__name__} in {comm.get_world_size()} process(es) on "
+            f"{self.cfg.MODEL.DEVICE} with {type(self._trainer).__name__}")
         failure = os.path.join(self.cfg.OUTPUT_DIR, FAILURE)
         try:
             result = super().train()
@@ -250,21 +275,7 @@ class Trainer(DefaultTrainer):
         if "_trainer" in state_dict:
             self._trainer.load_state_dict(state_dict["_trainer"])
 
-    # --- outputs ------------------------------------------------------------------------------------------------
-    def build_hooks(self):
-        ret = super().build_hooks()
-        if comm.is_main_process():
-            ckpt = next(i for i, h in enumerate(ret) if isinstance(h, hooks.PeriodicCheckpointer))
-            ret.insert(ckpt, FiniteWeightsGuard(self.cfg.SOLVER.CHECKPOINT_PERIOD, self.max_iter))
-            ret.insert(-1, ProgressBar())  # before the writers, after the checkpointer
-        return ret
-
-    def build_writers(self):
-        os.makedirs(self.cfg.OUTPUT_DIR, exist_ok=True)
-        return [CommonMetricPrinter(self.max_iter),
-                JSONWriter(os.path.join(self.cfg.OUTPUT_DIR, TRAINING_LOG)),
-                TensorboardXWriter(self.cfg.OUTPUT_DIR)]
-
+    # --- outputs: Detectron2's writers (metrics.json is its JSONWriter log); evaluation.json -----------------
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
         output_folder = output_folder or os.path.join(cfg.OUTPUT_DIR, INFERENCE_DIR, dataset_name)
@@ -273,7 +284,7 @@ class Trainer(DefaultTrainer):
     @classmethod
     def test(cls, cfg, model, evaluators=None):
         """Evaluate on every DATASETS.TEST entry (with `evaluators[i]` for the i-th when given, else the dataset's
-        own evaluator); rank 0 writes OUTPUT_DIR/metrics.json."""
+        own evaluator); rank 0 writes OUTPUT_DIR/evaluation.json."""
         if evaluators is not None and len(evaluators) != len(cfg.DATASETS.TEST):
             raise ValueError(f"{len(evaluators)} evaluators for {len(cfg.DATASETS.TEST)} DATASETS.TEST entries")
         results: OrderedDict = OrderedDict()
@@ -303,7 +314,7 @@ class Trainer(DefaultTrainer):
                 pass
             net = model.module if hasattr(model, "module") else model
             train = {**peak_training_memory(cfg)} if completed is not None else {}
-            write_metrics(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
+            write_evaluation(cfg.OUTPUT_DIR, {k: dict(v) for k, v in results.items()},
                           {"iterations_completed": completed, "eval_seconds": timing, "conventions": conventions,
                            "inference": inference, "train": train, "measured_on": measured_on(cfg),
                            "parameters": sum(p.numel() for p in net.parameters()),

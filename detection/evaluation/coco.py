@@ -227,7 +227,7 @@ class COCOEvaluator(_D2COCOEvaluator):
         self._do_evaluation = "annotations" in self._coco_api.dataset
         self._id_map = getattr(self._metadata, "coco_image_ids", None)
         self._backend = backend
-        # the conditions of the numbers, recorded beside them in metrics.json (Trainer.test)
+        # the conditions of the numbers, recorded beside them in evaluation.json (Trainer.test)
         self.conventions = {"coco_backend": backend, **conventions}
 
     def evaluate(self, img_ids=None):

@@ -3,8 +3,9 @@ control, the chance level and -- only where the conditions match -- the paper (T
 
     write_report(["output/vgg16", "output/r101"], "output/report")  ->  report.md, report.html, report.json,
                                                                           report.csv, and the PNG plots beside them
-A run directory is what tools/train_det.py writes: config.yaml, metrics.json, training_log.json and
-inference/<dataset>/{coco,voc}_eval_bbox.json (+ coco_instances_results.json). Everything the report says about a
+A run directory is what tools/train_det.py writes: config.yaml, evaluation.json, metrics.json (Detectron2's training
+log) and inference/<dataset>/{coco,voc}_eval_bbox.json (+ coco_instances_results.json); runs written before 2026-12-06
+(summary in metrics.json, log in training_log.json) are read as well. Everything the report says about a
 run is read from those files: how its backbone was initialised (the pretraining run beside MODEL.WEIGHTS), which
 settings differ between runs, and which runs are seeds of one configuration.
 """

@@ -1,7 +1,7 @@
 """The qualitative panel: a few val images, ground truth beside each detector's boxes (people look at detections
 before tables).
 
-Ground truth comes from the evaluated dataset's COCO json (recorded in the run's metrics.json), detections from
+Ground truth comes from the evaluated dataset's COCO json (recorded in the run's evaluation.json), detections from
 the run's `inference/<dataset>/coco_instances_results.json` (what COCOEvaluator scored), so the picture shows
 exactly what the numbers were computed from.
 """

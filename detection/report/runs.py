@@ -1,7 +1,8 @@
 """Reading what a run directory says about itself: configuration, evaluation, training log, pretraining.
 
-A detection run is an OUTPUT_DIR of tools/train_det.py (config.yaml, metrics.json, training_log.json,
-inference/<dataset>/...). When its MODEL.WEIGHTS is a classification checkpoint of tools/train_cls.py, the
+A detection run is an OUTPUT_DIR of tools/train_det.py (config.yaml, evaluation.json, metrics.json -- Detectron2's
+JSONWriter log --, inference/<dataset>/...; runs written before 2026-12-06 are read too, see
+run_files.detection_run_files). When its MODEL.WEIGHTS is a classification checkpoint of tools/train_cls.py, the
 pretraining run beside that checkpoint (config.json, metrics.json) is read too, so the report can say how the
 backbone was pretrained instead of assuming it.
 """
@@ -26,9 +27,9 @@ from classification.engine.run_files import (
     METRICS,
     PREDICTIONS,
     RUN_MARKERS,
-    TRAINING_LOG,
     VOC_EVAL,
     RunFileError,
+    detection_run_files,
     finite_number,
     read_classification_run,
     read_json,
@@ -39,7 +40,7 @@ from ..safe_yaml import ConfigFileError, load_yaml
 __all__ = ["RunResult", "PretrainInfo", "load_run", "load_pretraining", "is_run_directory", "COCO_COLUMNS",
            "VOC_COLUMNS"]
 
-LOG_LIMIT = 1024 * MiB  # training_log.json: one line per logged iteration
+LOG_LIMIT = 1024 * MiB  # the JSONWriter log: one line per logged iteration
 COCO_COLUMNS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 VOC_COLUMNS = ("AP50", "mAP50_voc07", "mAP50_area", "AP", "AP75")
 
@@ -183,7 +184,7 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
 
 
 def _finite_metrics(values: dict, source: str) -> dict[str, float]:
-    """Numbers of metrics.json as floats; NaN (COCO's "no objects of this size", a class without ground truth)
+    """Numbers of a run's summary as floats; NaN (COCO's "no objects of this size", a class without ground truth)
     is left out as undefined; anything else that is not a finite number is a ValueError naming it."""
     out = {}
     for k, v in values.items():
@@ -197,14 +198,14 @@ def _finite_metrics(values: dict, source: str) -> dict[str, float]:
 
 
 def train_seconds_per_iteration(log: list[dict], iterations: int | None) -> tuple[float | None, str]:
-    """Training seconds per iteration from TRAINING_LOG's records (Detectron2 logs `time`, the median of the last
+    """Training seconds per iteration from the JSONWriter log's records (Detectron2 logs `time`, the median of the last
     20 iterations, every 20): their mean over iterations 100-500 when the run has 500, else over its middle 80%
     (start-up and the final evaluation left out, as Detectron2's MODEL_ZOO figures). (None, why) without records."""
     timed = [(r["iteration"], r["time"]) for r in log
              if isinstance(r.get("iteration"), int) and isinstance(r.get("time"), (int, float))
              and not isinstance(r.get("time"), bool) and math.isfinite(r["time"])]
     if not timed:
-        return None, f"no iteration times in {TRAINING_LOG}"
+        return None, "no iteration times in the training log"
     last = iterations or max(i for i, _ in timed) + 1
     lo, hi, what = (100, 500, "iterations 100-500") if last >= 500 else (0.1 * last, 0.9 * last, "middle 80%")
     window = [t for i, t in timed if lo <= i + 1 <= hi] or [t for _, t in timed]
@@ -271,14 +272,15 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
             return run
     run.config = cfg if isinstance(cfg, dict) else {}
     _read_config(run)
-    run.train_log = _read_train_log(path / TRAINING_LOG)
+    files = detection_run_files(path)
+    run.train_log = _read_train_log(files.training_log)
     log = path / LOG
     if os.path.lexists(log) and "Traceback (most recent call last)" in read_tail(log, 20000):
         run.status = "crashed (see log.txt)"
     try:
-        metrics = read_json(path / METRICS)
+        metrics = read_json(files.summary)
     except RunFileError as err:  # read_json: None when absent; a ValueError load_run lists for the other files
-        run.status = f"unusable {METRICS} ({err})"  # not JSON, a FIFO, a device, too large
+        run.status = f"unusable {files.summary.name} ({err})"  # not JSON, a FIFO, a device, too large
         return run
     if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
         return run
@@ -297,7 +299,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     failure = _optional_json(path / FAILURE)  # unreadable: still a failure record (its existence says so)
     completed = metrics.get("iterations_completed")
     if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
-        failure = failure if isinstance(failure, dict) else {}  # (metrics.json may exist: the final eval still ran)
+        failure = failure if isinstance(failure, dict) else {}  # (a summary may exist: the final eval still ran)
         run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
         return run
     if completed is not None and (completed != run.iterations or not (path / FINAL_CHECKPOINT).is_file()):
@@ -310,9 +312,9 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS
-    run.metrics = _finite_metrics({k: bbox[k] for k in cols if k in bbox}, METRICS)
+    run.metrics = _finite_metrics({k: bbox[k] for k in cols if k in bbox}, files.summary.name)
     prefix = "AP50-" if voc else "AP-"
     run.per_category = {k[len(prefix):]: v for k, v in _finite_metrics(
-        {k: v for k, v in bbox.items() if k.startswith(prefix)}, METRICS).items()}
+        {k: v for k, v in bbox.items() if k.startswith(prefix)}, files.summary.name).items()}
     _read_pr_curves(run, path / INFERENCE_DIR / run.dataset)
     return run

@@ -34,8 +34,8 @@ def test_a_finished_run_is_not_overwritten(tmp_path):
     out = tmp_path / "done"
     out.mkdir()
     (out / "model_final.pth").write_bytes(b"weights")
-    (out / "metrics.json").write_text("{}")
-    with pytest.raises(UsageError, match="already holds a run .*model_final.pth, metrics.json.*--resume"):
+    (out / "evaluation.json").write_text("{}")
+    with pytest.raises(UsageError, match="already holds a run .*model_final.pth, evaluation.json.*--resume"):
         train_net.setup(_args(out))
     assert (out / "model_final.pth").read_bytes() == b"weights"
     assert not (out / "config.yaml").exists()  # refused before anything was written
@@ -44,7 +44,7 @@ def test_a_finished_run_is_not_overwritten(tmp_path):
 def test_eval_only_without_weights_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="--eval-only needs trained weights"):
         train_net.setup(_args(tmp_path / "eval", "--eval-only"))
-    assert not (tmp_path / "eval" / "metrics.json").exists()
+    assert not (tmp_path / "eval" / "evaluation.json").exists()
 
 
 def test_slurm_without_slurm_is_an_error(tiny_data, tmp_path, no_slurm, capsys):
@@ -132,12 +132,16 @@ def test_report_cli_bad_inputs(tmp_path):
     assert missing.returncode != 0 and "no such run directory" in missing.stderr
     run = tmp_path / "a" / "run"
     run.mkdir(parents=True)
+    (run / "evaluation.json").write_text("{not json")
+    assert load_run(run).status.startswith(f"unusable evaluation.json ({run / 'evaluation.json'}: not JSON (line 1")
+    (run / "evaluation.json").unlink()  # a run written before 2026-12-06: its summary was metrics.json
+    (run / "training_log.json").write_text("")
     (run / "metrics.json").write_text("{not json")
     assert load_run(run).status.startswith(f"unusable metrics.json ({run / 'metrics.json'}: not JSON (line 1")
 
 
 @pytest.mark.parametrize("special", ["fifo", "device"])
-@pytest.mark.parametrize("name", ["metrics.json", "training_log.json", "log.txt"])
+@pytest.mark.parametrize("name", ["evaluation.json", "metrics.json", "training_log.json", "log.txt"])
 def test_a_run_file_that_is_a_fifo_or_a_device_lists_the_run_as_unusable_without_reading_it(tmp_path, special,
                                                                                               name):
     """tools/report.py hung on a FIFO metrics.json and raised MemoryError on a symlink to /dev/zero: run files are
@@ -229,7 +233,7 @@ def test_a_second_run_into_a_busy_output_dir_stops_before_writing(tiny_data, tmp
 
 def test_a_run_whose_weights_blow_up_at_the_end_is_recorded_as_failed(tiny_data, tmp_path):
     """MAX_ITER 1 and an absurd lr: the one update makes the weights non-finite; Detectron2 still evaluates them in
-    after_train and writes metrics.json. The run exits non-zero, failure.json says why, the report and the main job
+    after_train and writes evaluation.json. The run exits non-zero, failure.json says why, the report and the main job
     do not count it as finished."""
     from detection.main_job.graph import stage_done
     from detection.main_job.plan import Stage
@@ -285,7 +289,7 @@ def test_eval_only_refuses_weights_it_cannot_score(tiny_data, tiny_detector, tmp
     proc = run_tool(*det_args(tiny_data, out, 2, "--eval-only", *extra, *opts))
     assert proc.returncode != 0 and match in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
-    assert not (out / "metrics.json").exists()
+    assert not (out / "evaluation.json").exists()
 
 
 def test_the_checkpoint_records_its_class_ids_and_a_resume_on_data_numbered_otherwise_is_refused(tiny_data,
@@ -398,19 +402,19 @@ def test_symlinks_in_the_run_directory_are_refused(tiny_data, tmp_path):
 
 
 def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path):
-    """A run killed before its first checkpoint left training_log.json; the next run appended to it (iterations
-    [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. Resumed runs log some iterations twice: the
-    report keeps the last record of each."""
+    """A run killed before its first checkpoint left its JSONWriter log; the next run appended to it (iterations
+    [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. The log of the old layout (training_log.json)
+    goes too. Resumed runs log some iterations twice: the report keeps the last record of each."""
     out = tmp_path / "run"
     out.mkdir()
-    (out / "training_log.json").write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n"
-                                                   for i in (19, 39, 59)))
+    for name in ("metrics.json", "training_log.json"):
+        (out / name).write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n" for i in (19, 39, 59)))
     proc = run_tool(*det_args(tiny_data, out, 4, "SOLVER.CHECKPOINT_PERIOD", "4"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    its = [json.loads(line)["iteration"] for line in (out / "training_log.json").read_text().splitlines()]
-    assert its == sorted(its) and 59 not in its
-    (out / "training_log.json").write_text("".join(json.dumps({"iteration": i, "total_loss": float(i)}) + "\n"
-                                                   for i in (1, 3, 5, 3, 5, 7)))
+    its = [json.loads(line)["iteration"] for line in (out / "metrics.json").read_text().splitlines()]
+    assert its == sorted(its) and 59 not in its and not (out / "training_log.json").exists()
+    (out / "metrics.json").write_text("".join(json.dumps({"iteration": i, "total_loss": float(i)}) + "\n"
+                                              for i in (1, 3, 5, 3, 5, 7)))
     rows = load_run(out).train_log
     assert [r["iteration"] for r in rows] == [1, 3, 5, 7]
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_tool
 from detection.report import ReportSection, load_run, write_report
 from detection.report.comparison import t_quantile
-from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config
+from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config, summary_file
 
 
 def test_report_has_exactly_the_numbers_and_deltas(tmp_path):
@@ -60,7 +60,7 @@ def test_partial_and_mixed_inputs(tmp_path):
             make_run(tmp_path, "still_training", "plain34"),
             make_run(tmp_path, "crashed", "resnet50")]
     (runs[3] / "log.txt").write_text("...\nTraceback (most recent call last):\n  boom\n")
-    (runs[2] / "training_log.json").write_text('{"iteration": 0, "total_loss": 1.0}\n{"iteration": 20, "tot')
+    (runs[2] / "metrics.json").write_text('{"iteration": 0, "total_loss": 1.0}\n{"iteration": 20, "tot')
     paths = write_report(runs, tmp_path / "report")
     tables = json.loads(paths["json"].read_text())["tables"]
     assert set(tables) == {"coco", "voc"}  # separate tables
@@ -264,9 +264,9 @@ def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path,
     for name, box in (("vgg", [60, 70, 40, 30]), ("r101", [20, 80, 30, 30])):
         run = make_run(tmp_path, name, "vgg16" if name == "vgg" else "resnet101", coco=COCO_VGG,
                        dataset="tiny_val", train=["tiny_train"])
-        metrics = json.loads((run / "metrics.json").read_text())
+        metrics = json.loads(summary_file(run).read_text())
         metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
-        (run / "metrics.json").write_text(json.dumps(metrics))
+        summary_file(run).write_text(json.dumps(metrics))
         preds = [{"image_id": 7, "category_id": 1, "bbox": box, "score": 0.9},
                  {"image_id": 7, "category_id": 1, "bbox": [100, 5, 20, 20], "score": 0.1}]  # below threshold
         (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(json.dumps(preds))
@@ -348,15 +348,35 @@ def test_names_and_titles_cannot_inject_html_into_markdown_or_formulas_into_csv(
     assert any(re.fullmatch(r"-\d+\.\d+", c) for c in cells)  # a negative delta stays a number
 
 
+def test_a_run_written_before_metrics_json_became_the_detectron2_log_reads_the_same(tmp_path):
+    """Runs written before 2026-12-06 kept the summary in metrics.json and the JSONWriter log in training_log.json;
+    --eval-only runs had no log. Read beside a run in Detectron2's layout, every field but the path is the same."""
+    from dataclasses import asdict
+
+    per_cat = {"cat": 30.0, "dog": 24.4}
+    new = load_run(make_run(tmp_path / "new", "r101", "resnet101", coco=COCO_R101, per_cat=per_cat))
+    old_dir = make_run(tmp_path / "old", "r101", "resnet101", coco=COCO_R101, per_cat=per_cat, old_layout=True)
+    old = load_run(old_dir)
+    assert new.status == "finished" and new.metrics["AP"] == 27.2 and len(new.train_log) == 11
+
+    def fields(run):
+        return {k: v for k, v in asdict(run).items() if k not in ("path", "config")}
+
+    assert fields(old) == fields(new)
+    (old_dir / "training_log.json").unlink()  # an --eval-only run of the old layout
+    eval_only = load_run(old_dir)
+    assert eval_only.status == "finished" and eval_only.metrics == new.metrics and eval_only.train_log == []
+
+
 def test_a_run_that_failed_or_stopped_early_is_not_reported_as_finished(tmp_path):
-    """Detectron2 runs the final evaluation even after an exception (after_train), so metrics.json can exist for a
-    run that diverged or could not write its final checkpoint: failure.json (the trainer's record), a short
+    """Detectron2 runs the final evaluation even after an exception (after_train), so evaluation.json can exist
+    for a run that diverged or could not write its final checkpoint: failure.json (the trainer's record), a short
     iteration count or a missing model_final.pth each say it did not finish."""
     failed = make_run(tmp_path, "failed", "vgg16", coco={"AP": 0.0, "AP50": 0.0})
     (failed / "failure.json").write_text(json.dumps({"error": "FloatingPointError: parameters became inf/NaN",
                                                      "iteration": 0, "max_iter": 1}))
     short = make_run(tmp_path, "short", "vgg16", coco={"AP": 1.0, "AP50": 2.0})
-    (short / "metrics.json").write_text(json.dumps({"evaluation": {"coco_2014_val": {"bbox": {"AP": 1.0}}},
+    (short / "evaluation.json").write_text(json.dumps({"evaluation": {"coco_2014_val": {"bbox": {"AP": 1.0}}},
                                                     "iterations_completed": 10}))
     nofinal = make_run(tmp_path, "nofinal", "vgg16", coco={"AP": 1.0, "AP50": 2.0})
     (nofinal / "model_final.pth").unlink()
@@ -395,9 +415,9 @@ def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tm
     for i in range(MAX_COLUMNS + 3):
         run = make_run(tmp_path, f"r{i}", "vgg16", coco=COCO_VGG, dataset="tiny_val", train=["tiny_train"], seed=0,
                        width=1.0 + i / 100)
-        metrics = json.loads((run / "metrics.json").read_text())
+        metrics = json.loads(summary_file(run).read_text())
         metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
-        (run / "metrics.json").write_text(json.dumps(metrics))
+        summary_file(run).write_text(json.dumps(metrics))
         (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(preds.read_text())
         runs.append(run)
     paths = write_report(runs, tmp_path / "report")
@@ -427,15 +447,15 @@ def test_a_pretrained_groups_unit_is_its_checkpoint_and_a_shared_checkpoint_make
 
 def test_runs_evaluated_on_different_files_are_not_seeds_of_one_group(tmp_path):
     """Four runs registered under one dataset name, SEED 0 each, but evaluated on four different json files: four
-    experiments, not n=4 (the grouping reads the evaluated files metrics.json records)."""
+    experiments, not n=4 (the grouping reads the evaluated files evaluation.json records)."""
     from detection.report.groups import group_runs
 
     runs = []
     for i in range(4):
         run = make_run(tmp_path, f"r{i}", "resnet101", coco={"AP": 20.0 + i, "AP50": 40.0}, dataset="mine")
-        m = json.loads((run / "metrics.json").read_text())
+        m = json.loads(summary_file(run).read_text())
         m["datasets"] = {"mine": {"json_file": f"/data/file{i}.json", "image_root": "/data/img"}}
-        (run / "metrics.json").write_text(json.dumps(m))
+        summary_file(run).write_text(json.dumps(m))
         runs.append(load_run(run))
     assert [g.n for g in group_runs(runs)] == [1, 1, 1, 1]
     assert [len(g.runs) for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group

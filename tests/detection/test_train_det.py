@@ -20,13 +20,18 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     out = tmp_path / "run"
     proc = run_tool(*det_args(tiny_data, out))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for f in ("config.yaml", "log.txt", "model_final.pth", "model_0000001.pth", "metrics.json", "training_log.json",
+    for f in ("config.yaml", "log.txt", "model_final.pth", "model_0000001.pth", "metrics.json", "evaluation.json",
               "last_checkpoint"):
         assert (out / f).is_file(), f
-    assert list(out.glob("events.out.tfevents.*"))
-    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(out.glob("events.out.tfevents.*")) and not (out / "training_log.json").exists()
+    metrics = json.loads((out / "evaluation.json").read_text())
     bbox = metrics["evaluation"]["tiny_val"]["bbox"]
     assert set(bbox) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR100"} and metrics["iterations_completed"] == 4
+    # metrics.json is Detectron2's JSONWriter log: a record per logged iteration, the evaluation scalars as its
+    # EvalHook puts them ("bbox/AP", at the iteration after the last step), what D2's tools and plot scripts read
+    log = [json.loads(line) for line in (out / "metrics.json").read_text().splitlines()]
+    assert all(isinstance(r["iteration"], int) for r in log) and "total_loss" in log[0] and "lr" in log[0]
+    assert log[-1]["iteration"] == 4 and log[-1]["bbox/AP"] == pytest.approx(bbox["AP"])
     assert (out / "inference" / "tiny_val" / "coco_eval_bbox.json").is_file()
     # the model-zoo columns, each measured by the run and read back by the one run reader
     assert metrics["measured_on"] == {"device": "cpu", "threads": 1, "processes": 1}
@@ -41,14 +46,14 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     evaluated = run_tool(*det_args(tiny_data, tmp_path / "eval", 4, "--eval-only"), "MODEL.WEIGHTS",
                          str(out / "model_final.pth"))
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    again = json.loads((tmp_path / "eval" / "metrics.json").read_text())["evaluation"]["tiny_val"]["bbox"]
+    again = json.loads((tmp_path / "eval" / "evaluation.json").read_text())["evaluation"]["tiny_val"]["bbox"]
     assert again["AP"] == pytest.approx(bbox["AP"])
     # EVAL.FAST_INFERENCE: the same weights evaluated through the compiled copy; a float-level change may move a
     # detection across a threshold, not the result
     fast = run_tool(*det_args(tiny_data, tmp_path / "eval_fast", 4, "--eval-only"), "MODEL.WEIGHTS",
                     str(out / "model_final.pth"), "EVAL.FAST_INFERENCE", "True")
     assert fast.returncode == 0, fast.stderr[-3000:]
-    fast_metrics = json.loads((tmp_path / "eval_fast" / "metrics.json").read_text())
+    fast_metrics = json.loads((tmp_path / "eval_fast" / "evaluation.json").read_text())
     assert fast_metrics["evaluation"]["tiny_val"]["bbox"]["AP"] == pytest.approx(bbox["AP"], abs=1.0)
     assert fast_metrics["inference"]["tiny_val"]["fast_inference"] is True
     from backbones.inference import compile_unavailable_reason
@@ -65,7 +70,7 @@ def test_resume_continues_from_the_last_checkpoint(tiny_data, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "Starting training from iteration 2" in log
-    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 4
+    assert json.loads((out / "evaluation.json").read_text())["iterations_completed"] == 4
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two CPU processes need two cores (--num-gpus 2)")
@@ -75,7 +80,7 @@ def test_two_processes_with_gloo(tiny_data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "World size: 2" in log and "DistributedDataParallel" in log
-    assert (out / "metrics.json").is_file()
+    assert (out / "evaluation.json").is_file()
 
 
 def test_bad_config_key_names_the_key(tiny_data, tmp_path):
@@ -126,7 +131,7 @@ def test_submitit_local_preemption_requeues_and_resumes(tiny_data, tmp_path, no_
     resumed_at = [int(line.rsplit(" ", 1)[1]) for line in log.splitlines()
                   if "Starting training from iteration" in line]
     assert resumed_at[0] == 0 and resumed_at[-1] >= 2
-    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == 30
+    assert json.loads((out / "evaluation.json").read_text())["iterations_completed"] == 30
 
 
 def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path, no_slurm):

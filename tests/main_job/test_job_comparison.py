@@ -10,15 +10,17 @@ from conftest import run_tool
 from detection.main_job.compare import compare_jobs, comparison_lines
 
 
-def _stage(job, name, argv, threads, metrics):
+def _stage(job, name, argv, threads, metrics, summary="metrics.json"):
+    """A stage directory; a detection leg's summary in evaluation.json (Detectron2's layout, metrics.json its log)
+    or, as runs written before 2026-12-06, in metrics.json."""
     d = job / name
     d.mkdir(parents=True)
     (d / "main_job_stage.json").write_text(json.dumps({"argv": argv, "threads": threads}))
-    (d / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
+    (d / summary).write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
 
 
 def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups,
-         pre_options=("--iterations", "3750")):
+         pre_options=("--iterations", "3750"), summary="metrics.json"):
     job = root / "job"
     _stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", *pre_options, "--output-dir",
                                           f"{job}/pretrain/resnet101_p0"], threads, {"final": {"top1": pre_top1}})
@@ -26,7 +28,8 @@ def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.
         _stage(job, f"detect/{leg}", [f"{repo}/tools/train_det.py", "--config-file",
                                       f"{repo}/configs/COCO-Detection/faster_rcnn_R_101_C4.yaml", "MODEL.WEIGHTS",
                                       f"{job}/pretrain/resnet101_p0/model_final.pth", "SOLVER.MAX_ITER", iters],
-               threads, {"evaluation": {"embedded_val": {"bbox": {"AP50": ap50, "AP": ap50 / 2, "APl": float("nan")}}}})
+               threads, {"evaluation": {"embedded_val": {"bbox": {"AP50": ap50, "AP": ap50 / 2, "APl": float("nan")}}}},
+               summary)
     deltas = [{"a": "resnet101_pretrained", "b": "vgg16_bn_pretrained", "metric": "AP50", "delta": 0.0}]
     (job / "results.json").write_text(json.dumps({"groups": groups, "deltas": deltas, "pretraining": {}}))
     return job
@@ -42,9 +45,10 @@ def _groups(r101, vgg, sd):
 
 
 def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_path):
+    """Job A's legs are in the run layout before 2026-12-06 (summary in metrics.json), B's in Detectron2's."""
     a = _job(tmp_path / "a", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 0.2))
     b = _job(tmp_path / "b", "/scratch/y/clone", 2, r101_iters="6400", r101_ap50=93.0, vgg_ap50=94.0,
-             pre_top1=79.5, groups=_groups(93.5, 94.0, 1.0))
+             pre_top1=79.5, groups=_groups(93.5, 94.0, 1.0), summary="evaluation.json")
     _stage(b, "detect/resnet101_scratch_d0", ["tools/train_det.py"], 2, "{not json")  # only in B
     _stage(b, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 2, "{")
     _stage(a, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 1, "{")  # in both, unusable in both

@@ -365,8 +365,8 @@ def test_the_report_lists_unusable_runs_and_writes_valid_json(tmp_path):
 
     report = json.loads((out / "report.json").read_text(), parse_constant=no_constants)
     status = {r["name"]: r["status"] for r in report["runs"]}
-    assert status["vgg_s2"].startswith("unusable run files (ValueError: metrics.json: AP is inf")
-    assert status["text"].startswith("unusable run files (ValueError: metrics.json: AP50 is 'abc', not a number")
+    assert status["vgg_s2"].startswith("unusable run files (ValueError: evaluation.json: AP is inf")
+    assert status["text"].startswith("unusable run files (ValueError: evaluation.json: AP50 is 'abc', not a number")
     assert status["broken"].startswith("unreadable config.yaml")
     assert status[cls.name].startswith("a classification run (tools/train_cls.py), not a detection run")
     vgg = next(g for g in report["groups"] if g["name"] == "vgg")

@@ -113,7 +113,7 @@ def test_detectron2_amp_trainer_with_our_detectors(tiny_data, tmp_path, config, 
     proc = run_tool(*args, "MODEL.DEVICE", "cuda", "SOLVER.AMP.ENABLED", "True", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "with AMPTrainer" in (tmp_path / "run" / "log.txt").read_text()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "training_log.json").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.json").read_text().splitlines()]
     losses = [r["total_loss"] for r in rows if "total_loss" in r]
     assert losses and all(torch.isfinite(torch.tensor(v)) for v in losses)
 

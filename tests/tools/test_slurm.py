@@ -85,7 +85,7 @@ def test_train_det_on_a_cpu_partition_matches_a_local_run(slurm_cluster, tiny_da
     out = tmp_path / "run"
     job = _submit(_det(tiny_data, out, *_slurm(tmp_path)), tmp_path)
     _wait(job, tmp_path)
-    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == ITERS, _job_log(job, tmp_path)
+    assert json.loads((out / "evaluation.json").read_text())["iterations_completed"] == ITERS, _job_log(job, tmp_path)
     _assert_same_weights(_weights(out), local_reference)
     info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
     assert "NumCPUs=1" in info and "gres/gpu" not in info  # a CPU request: 1 CPU, no GPU
@@ -114,7 +114,7 @@ def test_a_slurm_side_requeue_resumes_to_the_uninterrupted_weights(slurm_cluster
     time.sleep(2)
     _wait(job, tmp_path)
     assert "restarted by Slurm (1 time(s)" in _job_log(job, tmp_path)
-    assert json.loads((out / "metrics.json").read_text())["iterations_completed"] == ITERS
+    assert json.loads((out / "evaluation.json").read_text())["iterations_completed"] == ITERS
     assert re.search(r"Starting training from iteration [1-9]", (out / "log.txt").read_text())
     _assert_same_weights(_weights(out), local_reference)
 
