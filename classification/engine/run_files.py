@@ -17,6 +17,7 @@ A main-job stage directory adds STAGE_RECORD and STAGE_LOG; the job directory JO
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "EVALUATION", "OLD_TRAINING_LOG", "DetectionRunFiles", "detection_run_files", "run_results_held",
+           "is_jsonwriter_log", "adopt_detectron2_layout",
            "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
@@ -87,6 +89,7 @@ class RunFileError(ValueError):
 
 
 RUN_FILE_LIMIT = 256 * MiB  # a run's JSON files (metrics.json holds the history: kilobytes to a few MB)
+ANY_SIZE = 1 << 50  # a file read only in part (its first line)
 
 
 def read_json(path: Path):
@@ -101,19 +104,30 @@ def read_json(path: Path):
 
 
 def run_results_held(path) -> list[str]:
-    """The RUN_MARKERS in `path` that a new run would overwrite: checkpoints, EVALUATION, and METRICS when it is a
-    run's summary (a classification run's, or a detection run's before 2026-12-06) -- not when it is Detectron2's
-    JSONWriter log of a run killed before its first checkpoint, which a new run starts afresh."""
+    """The RUN_MARKERS in `path` that a new run would overwrite: checkpoints, EVALUATION, and METRICS unless it is
+    Detectron2's JSONWriter log (of a detection run killed before its first checkpoint, which a new run starts
+    afresh); a summary -- a classification run's, a detection run's before 2026-12-06 -- or an unreadable one is
+    held."""
     path = Path(path)
-    return [f for f in RUN_MARKERS if (path / f).is_file() and (f != METRICS or _is_summary(path / f))]
+    return [f for f in RUN_MARKERS if (path / f).is_file() and (f != METRICS or not is_jsonwriter_log(path / f))]
 
 
-def _is_summary(metrics_file: Path) -> bool:
+def is_jsonwriter_log(metrics_file: Path) -> bool:
+    """Whether a METRICS file is Detectron2's JSONWriter log: empty (nothing logged yet) or its first line one JSON
+    object with an integer "iteration". A summary (pretty-printed JSON), anything unreadable or else is not."""
     try:
-        metrics = read_json(metrics_file)
-    except RunFileError:  # not one JSON value: a JSONWriter log of two or more lines (or unreadable)
+        with open(bounded_read.regular_file(metrics_file, limit=ANY_SIZE), "rb") as f:
+            first = f.readline(MiB)
+    except (UnreadableFile, OSError):
         return False
-    return isinstance(metrics, dict) and ("final" in metrics or "evaluation" in metrics)
+    if not first.strip():
+        return True
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    it = row.get("iteration") if isinstance(row, dict) else None
+    return isinstance(it, int) and not isinstance(it, bool)
 
 
 @dataclass(frozen=True)
@@ -126,20 +140,32 @@ class DetectionRunFiles:
 
 
 def detection_run_files(path) -> DetectionRunFiles:
-    """The run's files by layout: the old one when OLD_TRAINING_LOG is there (a training run) or, with neither it nor
-    EVALUATION, when METRICS is one JSON object with an "evaluation" (an --eval-only run); else Detectron2's."""
+    """The run's files by layout: Detectron2's when EVALUATION is there, or with neither it nor OLD_TRAINING_LOG when
+    METRICS is absent or a JSONWriter log; else the old one (a training run's OLD_TRAINING_LOG, an --eval-only run's
+    METRICS summary -- unreadable too, so that the reader names it)."""
     path = Path(path)
-    old = DetectionRunFiles(path / METRICS, path / OLD_TRAINING_LOG, "before 2026-12-06")
-    new = DetectionRunFiles(path / EVALUATION, path / METRICS, "detectron2")
-    if os.path.lexists(path / EVALUATION):
-        return new
-    if os.path.lexists(path / OLD_TRAINING_LOG):
-        return old
-    try:  # a JSONWriter log of two or more lines is not one JSON value; of one line, it has no "evaluation"
-        metrics = read_json(path / METRICS)
-    except RunFileError:
-        return new
-    return old if isinstance(metrics, dict) and "evaluation" in metrics else new
+    if os.path.lexists(path / EVALUATION) or not os.path.lexists(path / OLD_TRAINING_LOG) and (
+            not os.path.lexists(path / METRICS) or is_jsonwriter_log(path / METRICS)):
+        return DetectionRunFiles(path / EVALUATION, path / METRICS, "detectron2")
+    return DetectionRunFiles(path / METRICS, path / OLD_TRAINING_LOG, "before 2026-12-06")
+
+
+def adopt_detectron2_layout(path) -> None:
+    """Move a detection run written before 2026-12-06 into Detectron2's layout before it is trained or evaluated again
+    (--resume), so that no directory holds both: its METRICS summary -> EVALUATION, its OLD_TRAINING_LOG -> METRICS
+    (Detectron2's JSONWriter then appends to it). Nothing is deleted; RunFileError where both layouts' files exist."""
+    path = Path(path)
+    old_log = os.path.lexists(path / OLD_TRAINING_LOG)
+    old_summary = os.path.lexists(path / METRICS) and not is_jsonwriter_log(path / METRICS)
+    if not (old_log or old_summary):
+        return
+    if os.path.lexists(path / EVALUATION) or (old_log and os.path.lexists(path / METRICS) and not old_summary):
+        present = [f for f in (METRICS, EVALUATION, OLD_TRAINING_LOG) if os.path.lexists(path / f)]
+        raise RunFileError(f"{path} holds files of both run layouts ({', '.join(present)}); move one set away")
+    if old_summary:
+        os.replace(path / METRICS, path / EVALUATION)
+    if old_log:
+        os.replace(path / OLD_TRAINING_LOG, path / METRICS)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,13 @@ from backbones.checkpoint_io import signals_deferred
 from classification.engine.cli import USER_ERRORS, add_launch_arguments, check_process_count, user_errors
 from classification.engine.launch import launch as launch_processes
 from classification.engine.run_directory import claim_run_directory, last_checkpoint_file
-from classification.engine.run_files import CONFIG_YAML, LAST_CHECKPOINT, METRICS, OLD_TRAINING_LOG, PROGRESS
+from classification.engine.run_files import (
+    CONFIG_YAML,
+    LAST_CHECKPOINT,
+    METRICS,
+    PROGRESS,
+    adopt_detectron2_layout,
+)
 from classification.engine.slurm import add_cluster_arguments, submit
 
 from ..checkpoint import BackbonesCheckpointer
@@ -176,6 +182,8 @@ def setup(args: argparse.Namespace):
 
 def main(args: argparse.Namespace):
     cfg = setup(args)
+    if comm.is_main_process():  # a run written before 2026-12-06, continued: one layout in one directory
+        adopt_detectron2_layout(cfg.OUTPUT_DIR)
     if args.eval_only:
         model = Trainer.build_model(cfg)
         checkpointer = BackbonesCheckpointer(model, save_dir=cfg.OUTPUT_DIR)
@@ -187,7 +195,7 @@ def main(args: argparse.Namespace):
     if comm.is_main_process() and not (args.resume and os.path.isfile(os.path.join(cfg.OUTPUT_DIR, LAST_CHECKPOINT))):
         # training starts at iteration 0: the per-iteration log of a run killed before its first checkpoint goes,
         # so the two runs' iterations do not mix in one metrics.json (the report plots it)
-        for name in (METRICS, OLD_TRAINING_LOG, PROGRESS):
+        for name in (METRICS, PROGRESS):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(cfg.OUTPUT_DIR, name))
     trainer = Trainer(cfg)

@@ -50,7 +50,9 @@ logger = logging.getLogger("detection.engine")
 
 
 def create_ddp_model(model: torch.nn.Module, **kwargs) -> torch.nn.Module:
-    """Detectron2's create_ddp_model, told that a CPU model has no device ids (it defaults to the local GPU)."""
+    """Detectron2's create_ddp_model, told that a CPU model has no device ids (it defaults to the local GPU); buffers
+    not broadcast unless asked (as DefaultTrainer asks)."""
+    kwargs.setdefault("broadcast_buffers", False)
     if not next(model.parameters()).is_cuda:
         kwargs.setdefault("device_ids", None)
     return d2_create_ddp_model(model, **kwargs)

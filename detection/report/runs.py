@@ -24,7 +24,6 @@ from classification.engine.run_files import (
     FINAL_CHECKPOINT,
     INFERENCE_DIR,
     LOG,
-    METRICS,
     PREDICTIONS,
     RUN_MARKERS,
     VOC_EVAL,
@@ -170,7 +169,7 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
         run.status = "missing (no such directory)"
         return run
     if not is_run_directory(path):
-        run.status = f"not a run directory (no {CONFIG_YAML}, {CONFIG_JSON} or {METRICS})"
+        run.status = f"not a run directory (no {CONFIG_YAML}, {CONFIG_JSON}, {', '.join(RUN_MARKERS)})"
         return run
     if not (path / CONFIG_YAML).is_file() and (path / CONFIG_JSON).is_file():
         run.status = ("a classification run (tools/train_cls.py), not a detection run: the report shows it as "

@@ -135,9 +135,35 @@ def test_report_cli_bad_inputs(tmp_path):
     (run / "evaluation.json").write_text("{not json")
     assert load_run(run).status.startswith(f"unusable evaluation.json ({run / 'evaluation.json'}: not JSON (line 1")
     (run / "evaluation.json").unlink()  # a run written before 2026-12-06: its summary was metrics.json
-    (run / "training_log.json").write_text("")
-    (run / "metrics.json").write_text("{not json")
+    (run / "metrics.json").write_text("{not json")  # an --eval-only run: no log beside it
     assert load_run(run).status.startswith(f"unusable metrics.json ({run / 'metrics.json'}: not JSON (line 1")
+    (run / "training_log.json").write_text("")
+    assert load_run(run).status.startswith(f"unusable metrics.json ({run / 'metrics.json'}: not JSON (line 1")
+
+
+def test_only_detectron2s_log_of_a_killed_run_may_be_replaced_and_one_directory_never_holds_both_layouts(tmp_path):
+    """metrics.json is a summary (a classification run's, a detection run's before 2026-12-06: held, also when cut
+    off or unreadable) or Detectron2's JSONWriter log (of a run killed before its first checkpoint: a new run
+    replaces it). A run of the old layout continued is moved into the new one, whole; both layouts at once: refused."""
+    from classification.engine.run_files import RunFileError, adopt_detectron2_layout, run_results_held
+
+    for text, held in (('{"final": {"top1": 1}', True), ("{\n  \"evaluation\": {}\n}", True), ("\x00\xff", True),
+                       ("", False), ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 39', False)):
+        (tmp_path / "metrics.json").write_text(text)
+        assert run_results_held(tmp_path) == (["metrics.json"] if held else []), text
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "metrics.json").write_text('{\n  "evaluation": {}\n}')
+    (old / "training_log.json").write_text('{"iteration": 0}\n')
+    adopt_detectron2_layout(old)
+    assert sorted(p.name for p in old.iterdir()) == ["evaluation.json", "metrics.json"]
+    assert (old / "evaluation.json").read_text() == '{\n  "evaluation": {}\n}'
+    assert (old / "metrics.json").read_text() == '{"iteration": 0}\n'
+    adopt_detectron2_layout(old)  # already in Detectron2's layout: nothing moves
+    (old / "training_log.json").write_text('{"iteration": 0}\n')
+    with pytest.raises(RunFileError, match=r"holds files of both run layouts \(metrics.json, evaluation.json, "
+                                           r"training_log.json\); move one set away"):
+        adopt_detectron2_layout(old)
 
 
 @pytest.mark.parametrize("special", ["fifo", "device"])
@@ -176,7 +202,8 @@ def test_a_report_of_directories_without_runs_is_an_error(tmp_path, capsys):
         f"error: no runs found under {empty}, {tmp_path / 'a'}: a run directory holds config.yaml (an OUTPUT_DIR "
         f"of tools/train_det.py) or config.json (tools/train_cls.py); {tmp_path / 'a'} holds 1 run directory: "
         f"pass them (e.g. {tmp_path / 'a' / '*'})\n")
-    assert load_run(empty).status == "not a run directory (no config.yaml, config.json or metrics.json)"
+    assert load_run(empty).status == ("not a run directory (no config.yaml, config.json, last_checkpoint, "
+                                      "model_final.pth, metrics.json, evaluation.json)")
 
 
 def test_runs_that_repeat_a_seed_are_flagged_and_count_once(tmp_path):
@@ -401,14 +428,14 @@ def test_symlinks_in_the_run_directory_are_refused(tiny_data, tmp_path):
     assert victim.read_text() == "precious"
 
 
-def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path):
-    """A run killed before its first checkpoint left its JSONWriter log; the next run appended to it (iterations
-    [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. The log of the old layout (training_log.json)
-    goes too. Resumed runs log some iterations twice: the report keeps the last record of each."""
+@pytest.mark.parametrize("log", ["metrics.json", "training_log.json"])
+def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path, log):
+    """A run killed before its first checkpoint left its JSONWriter log (training_log.json before 2026-12-06); the
+    next run appended to it (iterations [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. Resumed runs
+    log some iterations twice: the report keeps the last record of each."""
     out = tmp_path / "run"
     out.mkdir()
-    for name in ("metrics.json", "training_log.json"):
-        (out / name).write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n" for i in (19, 39, 59)))
+    (out / log).write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n" for i in (19, 39, 59)))
     proc = run_tool(*det_args(tiny_data, out, 4, "SOLVER.CHECKPOINT_PERIOD", "4"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     its = [json.loads(line)["iteration"] for line in (out / "metrics.json").read_text().splitlines()]

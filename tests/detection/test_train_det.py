@@ -63,14 +63,24 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_data, tmp_path):
+    """Also from a run written before 2026-12-06 (summary in metrics.json, log in training_log.json): it continues in
+    Detectron2's layout, its log whole (what was logged before the resume and after), nothing of it lost."""
     out = tmp_path / "resume"
     first = run_tool(*det_args(tiny_data, out, 2))
     assert first.returncode == 0, first.stderr[-3000:]
+    (out / "metrics.json").rename(out / "training_log.json")  # the layout before 2026-12-06
+    (out / "evaluation.json").rename(out / "metrics.json")
+    assert load_run(out).status == "finished"
     second = run_tool(*det_args(tiny_data, out, 4, "--resume"))
     assert second.returncode == 0, second.stderr[-3000:]
     log = (out / "log.txt").read_text()
     assert "Starting training from iteration 2" in log
     assert json.loads((out / "evaluation.json").read_text())["iterations_completed"] == 4
+    assert not (out / "training_log.json").exists()
+    rows = load_run(out).train_log
+    # logged every 20 iterations and at the last: each attempt's last iteration, then its evaluation (EvalHook)
+    assert [(r["iteration"], "total_loss" in r, "bbox/AP" in r) for r in rows] == [
+        (1, True, False), (2, False, True), (3, True, False), (4, False, True)]
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two CPU processes need two cores (--num-gpus 2)")
