@@ -428,14 +428,15 @@ def test_symlinks_in_the_run_directory_are_refused(tiny_data, tmp_path):
     assert victim.read_text() == "precious"
 
 
-@pytest.mark.parametrize("log", ["metrics.json", "training_log.json"])
-def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path, log):
-    """A run killed before its first checkpoint left its JSONWriter log (training_log.json before 2026-12-06); the
-    next run appended to it (iterations [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. Resumed runs
-    log some iterations twice: the report keeps the last record of each."""
+def test_a_new_run_into_a_killed_runs_directory_starts_a_fresh_training_log(tiny_data, tmp_path):
+    """A run killed before its first checkpoint left its JSONWriter log; the next run appended to it (iterations
+    [19, 39, 59, 19, 39, 40]) and the report's curves were wrong. The killed run here is of the layout before
+    2026-12-06 (training_log.json): moved to metrics.json first, then started afresh -- the path a killed run of
+    Detectron2's layout takes from there. Resumed runs log some iterations twice: the report keeps the last of each."""
     out = tmp_path / "run"
     out.mkdir()
-    (out / log).write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n" for i in (19, 39, 59)))
+    (out / "training_log.json").write_text("".join(json.dumps({"iteration": i, "total_loss": 9.0}) + "\n"
+                                                   for i in (19, 39, 59)))
     proc = run_tool(*det_args(tiny_data, out, 4, "SOLVER.CHECKPOINT_PERIOD", "4"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     its = [json.loads(line)["iteration"] for line in (out / "metrics.json").read_text().splitlines()]
