@@ -16,11 +16,6 @@ from detection.report.paper import PAPER_SETUP
 PAPER_TRAIN = {"coco_2014_val": ["coco_2014_train"], "voc_2007_test": ["voc_2007_trainval", "voc_2012_trainval"]}
 
 
-def summary_file(run: Path) -> Path:
-    """Where a run's summary ({"evaluation": ...}) is, in either layout (tests edit it in place)."""
-    return run / (METRICS if (run / OLD_TRAINING_LOG).exists() else EVALUATION)
-
-
 def make_run(root: Path, name: str, backbone: str, *, coco=None, voc=None, per_cat=None, log_rows=10,
              dataset=None, train=None, seed=0, width=1.0, weights="", extra_cfg=None, old_layout=False):
     """A fabricated run directory; by default on the paper's splits (COCO 2014 / VOC 07+12 -> 2007 test).

@@ -155,17 +155,15 @@ def adopt_detectron2_layout(path) -> None:
     (--resume), so that no directory holds both: its METRICS summary -> EVALUATION, its OLD_TRAINING_LOG -> METRICS
     (Detectron2's JSONWriter then appends to it). Nothing is deleted; RunFileError where both layouts' files exist."""
     path = Path(path)
-    old_log = os.path.lexists(path / OLD_TRAINING_LOG)
-    old_summary = os.path.lexists(path / METRICS) and not is_jsonwriter_log(path / METRICS)
-    if not (old_log or old_summary):
-        return
-    if os.path.lexists(path / EVALUATION) or (old_log and os.path.lexists(path / METRICS) and not old_summary):
+    files = detection_run_files(path)
+    if os.path.lexists(path / OLD_TRAINING_LOG) and (files.layout == "detectron2" or is_jsonwriter_log(path / METRICS)):
         present = [f for f in (METRICS, EVALUATION, OLD_TRAINING_LOG) if os.path.lexists(path / f)]
         raise RunFileError(f"{path} holds files of both run layouts ({', '.join(present)}); move one set away")
-    if old_summary:
-        os.replace(path / METRICS, path / EVALUATION)
-    if old_log:
-        os.replace(path / OLD_TRAINING_LOG, path / METRICS)
+    if files.layout == "detectron2":
+        return
+    for old, new in ((METRICS, EVALUATION), (OLD_TRAINING_LOG, METRICS)):  # summary first: the log takes its name
+        if os.path.lexists(path / old):
+            os.replace(path / old, path / new)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from classification.engine.run_files import detection_run_files
 from conftest import run_tool
 from detection.report import ReportSection, load_run, write_report
 from detection.report.comparison import t_quantile
-from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config, summary_file
+from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config
 
 
 def test_report_has_exactly_the_numbers_and_deltas(tmp_path):
@@ -264,9 +265,9 @@ def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path,
     for name, box in (("vgg", [60, 70, 40, 30]), ("r101", [20, 80, 30, 30])):
         run = make_run(tmp_path, name, "vgg16" if name == "vgg" else "resnet101", coco=COCO_VGG,
                        dataset="tiny_val", train=["tiny_train"])
-        metrics = json.loads(summary_file(run).read_text())
+        metrics = json.loads(detection_run_files(run).summary.read_text())
         metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
-        summary_file(run).write_text(json.dumps(metrics))
+        detection_run_files(run).summary.write_text(json.dumps(metrics))
         preds = [{"image_id": 7, "category_id": 1, "bbox": box, "score": 0.9},
                  {"image_id": 7, "category_id": 1, "bbox": [100, 5, 20, 20], "score": 0.1}]  # below threshold
         (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(json.dumps(preds))
@@ -415,9 +416,9 @@ def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tm
     for i in range(MAX_COLUMNS + 3):
         run = make_run(tmp_path, f"r{i}", "vgg16", coco=COCO_VGG, dataset="tiny_val", train=["tiny_train"], seed=0,
                        width=1.0 + i / 100)
-        metrics = json.loads(summary_file(run).read_text())
+        metrics = json.loads(detection_run_files(run).summary.read_text())
         metrics["datasets"] = {"tiny_val": {"json_file": str(data / "gt.json"), "image_root": str(data)}}
-        summary_file(run).write_text(json.dumps(metrics))
+        detection_run_files(run).summary.write_text(json.dumps(metrics))
         (run / "inference" / "tiny_val" / "coco_instances_results.json").write_text(preds.read_text())
         runs.append(run)
     paths = write_report(runs, tmp_path / "report")
@@ -453,9 +454,9 @@ def test_runs_evaluated_on_different_files_are_not_seeds_of_one_group(tmp_path):
     runs = []
     for i in range(4):
         run = make_run(tmp_path, f"r{i}", "resnet101", coco={"AP": 20.0 + i, "AP50": 40.0}, dataset="mine")
-        m = json.loads(summary_file(run).read_text())
+        m = json.loads(detection_run_files(run).summary.read_text())
         m["datasets"] = {"mine": {"json_file": f"/data/file{i}.json", "image_root": "/data/img"}}
-        summary_file(run).write_text(json.dumps(m))
+        detection_run_files(run).summary.write_text(json.dumps(m))
         runs.append(load_run(run))
     assert [g.n for g in group_runs(runs)] == [1, 1, 1, 1]
     assert [len(g.runs) for g in group_runs([runs[0], load_run(tmp_path / "r0")])] == [2]  # the same file: one group
