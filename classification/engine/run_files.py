@@ -28,7 +28,7 @@ from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "EVALUATION", "OLD_TRAINING_LOG", "DetectionRunFiles", "detection_run_files", "run_results_held",
-           "is_jsonwriter_log", "adopt_detectron2_layout",
+           "is_jsonwriter_log", "adopt_detectron2_layout", "JOB_DATA",
            "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
@@ -48,6 +48,7 @@ STAGE_RECORD = "main_job_stage.json"  # a main-job stage: its command, thread co
 STAGE_LOG = "stage.log"  # a main-job stage's stdout + stderr
 JOB_SUMMARY = "summary.txt"  # the main job's summary
 JOB_RESULTS = "results.json"  # the main job's numbers behind the summary (tools/compare_jobs.py reads it)
+JOB_DATA = "main_job_data.json"  # the identity of the data a main job on real data ran on (main_job/data.py)
 LOG = "log.txt"  # a detection run's Detectron2 log
 INFERENCE_DIR = "inference"  # a detection run's evaluation outputs: inference/<dataset>/...
 PREDICTIONS = "coco_instances_results.json"  # the detections COCO AP scored

@@ -2,6 +2,9 @@
 pipelines (it runs tools/train_cls.py and tools/train_det.py as stages and reads their run files).
 
     plan.py      what runs: MainJobPlan, its presets, the stages (Stage) and their commands
+    data.py      the data it runs on: the embedded default, an ImageNet-style folder, COCO / VOC files; their identity
+    checks.py    what is checked of a plan before anything runs (options, fair arms, loadable checkpoints)
+    options.py   tools/main_job.py's options -> a MainJobPlan
     project.py   where the checkout's tools/ and configs/ are (one resolver)
     graph.py     running the stage graph here (run_graph) or on Slurm (submit_graph); stage records
     leg.py       one leg as a harness (config, model, optimizer, loader, step): estimates and benchmarks

@@ -9,7 +9,6 @@ runs (results.py). What the job runs: plan.py.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -27,25 +26,33 @@ from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG,
 from ..project import project_files
 from ..report import ReportSection
 from .arms import ARMS
+from .checks import check_arms, check_pretrained_weights_fit
+from .data import (
+    COCO,
+    TEST_NAME,
+    VOC,
+    DataError,
+    check_data,
+    check_data_identity,
+    data_identity,
+    record_data_identity,
+)
 from .family import family_sections, given_weights_top1
 from .graph import STOP_REQUESTED, Estimator, read_stage_record, run_graph, stage_done, submit_graph
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
-from .paper_cost import DEFAULT_TFLOPS, IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
+from .options import build_parser, plan_from_args
+from .paper_cost import IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
 from .plan import (
-    DEFAULT_PRESET,
-    PRESETS,
     MainJobPlan,
     PlanError,
     Stage,
-    check_arms,
-    check_pretrained_weights_fit,
     paper_config,
     plan_stages,
-    validate_plan,
 )
 from .results import (
     COMPARED_METRICS,
     chance_ap,
+    data_text,
     degradation_comparison_lines,
     degradation_table,
     generated_notes,
@@ -80,156 +87,6 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
         rates[(kind, model, variant)] = seconds_per_step(leg.step)
     return rates
 
-
-
-# ---- the command line ---------------------------------------------------------------------------------------------
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_job_arguments(ap)
-    _add_backbone_arguments(ap, MainJobPlan())
-    _add_schedule_arguments(ap)
-    _add_execution_arguments(ap)
-    return ap
-
-
-def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
-    """The preset, where the job writes, and what kind of run it is."""
-    ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
-                    help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
-                         "seed per leg, ~12 min on 2 cores; full "
-                         "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
-                         "degradation experiment alone, 3 seeds, <= 150 min; family: six backbones of three families "
-                         "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
-                         "quick (make demo-quick): every arm at smoke scale, not converged. Options below override "
-                         "the preset")
-    ap.add_argument("--output-dir", default=None,
-                    help="every stage, the report and the summary go here (default: output/main_job for full, "
-                         "output/main_job_<preset> otherwise)")
-    ap.add_argument("--fresh", action="store_true",
-                    help="delete the stages, report and summary this job made under OUTPUT first, then run all")
-    ap.add_argument("--selection", action="store_true",
-                    help="model selection on held-out training data (pretraining: the last 5,000 train items; "
-                         "detection: embedded_train_fit -> embedded_train_holdout); never the val split")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="print the stages and the estimated minutes here, and the GPU-hours the comparison would "
-                         "take at the paper's scale (an estimate from mult-adds); run nothing")
-    ap.add_argument("--gpu-tflops", type=float, default=DEFAULT_TFLOPS,
-                    help="--dry-run: the sustained TFLOP/s per GPU assumed for the paper-scale estimate "
-                         f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
-
-
-def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None:
-    """Which backbones, from which weights, at which width, in which arms."""
-    ap.add_argument("--with-plain", action="store_true", help="add plain-101 (pretrained + scratch)")
-    ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
-    ap.add_argument("--weights", action="append", default=[], metavar="MODEL=FILE",
-                    help="start MODEL's pretrained legs from FILE (torchvision, timm, Detectron2 .pkl, MSRA-converted "
-                         "or this project's checkpoints; read without running pickled code) instead of pretraining "
-                         "it here; repeatable. Checked before anything trains")
-    ap.add_argument("--weights-top1", action="append", default=[], metavar="MODEL=PERCENT",
-                    help="the top-1 accuracy published with MODEL's --weights file (the leaderboard marks it "
-                         "'published'); without it: the file's metadata, else measured on the embedded val items")
-    ap.add_argument("--width", type=float, default=None,
-                    help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
-    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
-                    help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
-                         "frozenbn_pretrained gn_scratch)")
-    ap.add_argument("--allow-unfair-arms", action="store_true",
-                    help="run compared arms whose configs differ in keys their factor does not name (the job stops "
-                         "naming them otherwise); the report prints the differences")
-
-
-def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
-    """Seeds, schedules and the degradation experiment (each overrides the preset)."""
-    ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
-    ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
-                    help="detection seeds, nested under every pretraining seed")
-    ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
-                    help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
-                         "full: 0 1 2)")
-    ap.add_argument("--pretrain-epochs", type=float, default=None)
-    ap.add_argument("--pretrain-images", type=int, default=None,
-                    help="use only the first N training items (default: all)")
-    ap.add_argument("--pretrain-val-images", type=int, default=None)
-    ap.add_argument("--detect-iterations", type=int, default=None)
-    ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
-                    help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
-                         "6, 7; on in the full preset)")
-    ap.add_argument("--without-degradation", dest="degradation", action="store_false")
-    ap.add_argument("--degradation-iterations", type=int, default=None)
-    ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
-    ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
-                    help="pre-activation units (He et al. 2016) for the four nets (default: --no-degradation-preact, "
-                         "the paper's 2015 units)")
-    ap.add_argument("--degradation-warmup-fraction", type=float, default=None,
-                    help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g}, a fraction of "
-                         f"the run (default: {RECIPE.warmup_fraction:g}; 0: none)")
-
-
-def _add_execution_arguments(ap: argparse.ArgumentParser) -> None:
-    """How the stages run: here (jobs x threads) or on Slurm."""
-    cpus = os.cpu_count() or 1
-    ap.add_argument("--jobs", type=int, default=min(2, cpus),
-                    help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
-                         "threads, tools/benchmark.py main_job)")
-    ap.add_argument("--threads", type=int, default=None, help="threads per stage (default: cores / jobs)")
-    g = ap.add_argument_group("Slurm (one job per stage, afterok dependencies, the report last)")
-    g.add_argument("--slurm", action="store_true", help="submit the stages to Slurm instead of running them here")
-    g.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's default)")
-    g.add_argument("--timeout", type=int, default=240, help="minutes per stage job (requeued and resumed after)")
-    g.add_argument("--gpus-per-stage", type=int, default=0, help="GPUs per stage job (0: the CPU stages here)")
-    g.add_argument("--report-only", action="store_true",
-                   help="only write the report and summary of finished stages (the last job of --slurm)")
-
-
-def plan_from_args(args) -> MainJobPlan:
-    base = replace(MainJobPlan(), **PRESETS[args.preset])
-    backbones = tuple(args.backbones) if args.backbones else base.backbones
-    extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
-    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
-    for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
-                        ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
-                        ("pretrain_val_images", args.pretrain_val_images),
-                        ("detect_iterations", args.detect_iterations),
-                        ("degradation_iterations", args.degradation_iterations),
-                        ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
-                        ("degradation_preact", args.degradation_preact),
-                        ("degradation_warmup_fraction", args.degradation_warmup_fraction), ("arms", args.arms)):
-        if value is not None:
-            changes[name] = tuple(value) if isinstance(value, list) else value
-    if args.weights:
-        changes["weights"] = tuple((m, str(Path(f).expanduser().resolve()))
-                                   for m, f in map(lambda t: _pair("--weights", t), args.weights))
-    if args.weights_top1:
-        changes["weights_top1"] = tuple((m, _number("--weights-top1", m, v))
-                                        for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
-    if args.width is not None:
-        changes["width"] = args.width
-    if args.degradation is not None:
-        changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
-    changes["allow_unfair"] = args.allow_unfair_arms
-    plan = replace(base, **changes)
-    validate_plan(plan)
-    return plan
-
-
-def _pair(option: str, text: str) -> tuple[str, str]:
-    """MODEL=VALUE of a repeatable option; PlanError naming the option otherwise."""
-    model, sep, value = text.partition("=")
-    if not sep or not model or not value:
-        raise PlanError(f"{option} {text!r}: expected MODEL=VALUE")
-    return model, value
-
-
-def _number(option: str, model: str, value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise PlanError(f"{option} {model}={value}: not a number") from None
-    if x != x:  # NaN passes every range check
-        raise PlanError(f"{option} {model}={value}: not a number")
-    return x
 
 
 def _print_backbone_costs(plan: MainJobPlan, stages: list[Stage], estimator: Estimator, tflops: float) -> None:
@@ -293,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\n[main job] interrupted; finished stages are kept, a rerun resumes the others", file=sys.stderr)
         return 130
-    except (PlanError, FileNotFoundError) as err:
+    except (PlanError, DataError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
@@ -313,10 +170,7 @@ def _interrupt(signum, frame):
 
 def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    plan = plan_from_args(args)
-    for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
-        print(f"[main job] --allow-unfair-arms: {text}", flush=True)
-    check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
+    plan = _checked_plan(args)
     given_top1 = given_weights_top1(plan)  # a given file's top-1 (measured: seconds), before anything trains
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
@@ -328,8 +182,11 @@ def _main(argv: list[str] | None = None) -> int:
     out = out.expanduser().resolve()  # "--output-dir=~/x" reaches us unexpanded by the shell
     t_start = time.time()
     stages = plan_stages(plan, out)
+    identity = {} if args.dry_run else data_identity(plan.pretrain_data, plan.detect_data)
+    if not (args.fresh or args.dry_run):  # a job's stages on other data than given now: refused before anything runs
+        check_data_identity(out, identity)
     if args.slurm and not args.dry_run:
-        return _submit_to_slurm(args, argv, stages, threads, out)
+        return _submit_to_slurm(args, argv, stages, threads, out, identity)
     if args.report_only:
         missing = [s for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))]
         if missing:
@@ -337,16 +194,10 @@ def _main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         return _report(plan, stages, out, t_start, args, threads, given_top1)
-    # time only the kinds of stage still to run: a rerun whose stages are all finished starts no calibration
-    keys = {s.rate_key for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))}
-    print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
-          "training steps of each kind for the time estimate ...", flush=True)
-    import detection  # noqa: F401  (registers the embedded datasets)
-    from detection.datasets import ensure_embedded_dataset
-
-    manifest = ensure_embedded_dataset()
-    estimator = Estimator(measure_step_seconds(plan, threads, keys), args.jobs)
-    minutes = estimator.remaining_minutes(stages, [])
+    if plan.scale == "paper" and args.dry_run:
+        _print_paper_dry_run(plan, stages, out, args.gpu_tflops)
+        return 0
+    estimator, data_line = _estimate(plan, stages, args, threads)
     if args.dry_run:
         _print_dry_run(plan, stages, out, estimator, args, threads)
         return 0
@@ -358,9 +209,9 @@ def _main(argv: list[str] | None = None) -> int:
         return 1
     if args.fresh:
         _fresh(out, stages, print)
-    print(f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
-          f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
-          f"about {minutes:.0f} min of stages (measured step times)", flush=True)
+    record_data_identity(out, identity)
+    print(f"{data_line}; about {estimator.remaining_minutes(stages, []):.0f} min of stages (measured step times)",
+          flush=True)
     _stop_on_signals()
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
@@ -368,6 +219,70 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
     return _report(plan, stages, out, t_start, args, threads, given_top1)
+
+
+def _checked_plan(args) -> MainJobPlan:
+    """The plan with its data read and checked (a dry run without the files present reads nothing), its GPUs
+    there, its compared arms fair and every checkpoint loadable into its legs: each a one-line stop before
+    anything is created."""
+    plan = plan_from_args(args)
+    present = not args.dry_run or all(Path(p).exists() for p in _data_paths(plan))
+    plan = replace(plan, detect_data=check_data(plan.pretrain_data, plan.detect_data, present=present))
+    if plan.gpus and not args.slurm and not args.dry_run:
+        import torch
+
+        if torch.cuda.device_count() < plan.gpus:
+            raise PlanError(f"--gpus-per-stage {plan.gpus}: this machine has {torch.cuda.device_count()} GPU(s); "
+                            "submit with --slurm to a GPU partition, or leave the option out for CPU stages")
+    for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
+        print(f"[main job] --allow-unfair-arms: {text}", flush=True)
+    check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
+    return plan
+
+
+def _data_paths(plan: MainJobPlan) -> list[str]:
+    """Every file and folder the job's data is read from (none for the embedded default)."""
+    d = plan.detect_data
+    paths = [*d.train[:1], *d.test[:1]] + ([d.train[1], d.test[1]] if d.format == COCO else [])
+    return paths + ([plan.pretrain_data.folder] if plan.pretrain_data.folder and plan.pretrained_here() else [])
+
+
+def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tuple[Estimator, str]:
+    """The time estimate (a few steps of each kind of stage still to run, timed here on the embedded data) and
+    the line that says what data the job runs on."""
+    keys = {s.rate_key for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))}
+    if plan.scale == "paper":  # a CPU step of a full-width net at 600x1000 says nothing of a GPU's: the stages'
+        return Estimator({}, args.jobs), f"[main job] {data_text(plan, None)}"  # progress.json does
+    print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
+          "training steps of each kind for the time estimate ...", flush=True)
+    import detection  # noqa: F401  (registers the embedded datasets)
+    from detection.datasets import ensure_embedded_dataset
+
+    manifest = ensure_embedded_dataset()  # the calibration's legs run on it, whatever the job's data
+    line = (f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
+            f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images"
+            if plan.detect_data.embedded else f"[main job] {data_text(plan, None)}")
+    return Estimator(measure_step_seconds(plan, threads, keys), args.jobs), line
+
+
+def _print_paper_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, tflops: float) -> None:
+    """A paper-scale job's stages, what it would read (present or not), and the GPU-hours of each stage from
+    mult-adds (paper_cost): nothing is timed on this CPU, nothing is read or run."""
+    print(f"[main job] paper scale, {max(1, plan.gpus)} GPU(s) a stage (--gpus-per-stage), {len(stages)} stages; "
+          "the data it would read:")
+    for p in _data_paths(plan):
+        print(f"  {'present' if Path(p).exists() else 'ABSENT '}  {p}")
+    costs = {m: paper_cost(m, str(paper_config(m, plan.detect_data.format)), tflops) for m in plan.backbones}
+    total = 0.0
+    for s in stages:
+        c = costs[s.model]
+        hours = (c.pretrain_gpu_hours * s.iterations / IMAGENET_ITERATIONS if s.kind == "pretrain" else
+                 c.detect_gpu_hours * ARMS[s.variant].schedule)
+        total += hours
+        deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
+        print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>7} it  {hours:>7.0f} GPU-h{deps}")
+    print(f"[main job] about {total:,.0f} GPU-hours in all at {tflops:g} sustained TFLOP/s a GPU (an ESTIMATE from "
+          "mult-adds: forward + backward = 3 forwards; RPN, data loading and evaluation left out). Nothing was run.")
 
 
 def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator: Estimator, args,
@@ -383,7 +298,8 @@ def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator:
     _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
 
 
-def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path) -> int:
+def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path,
+                     identity: dict[str, str]) -> int:
     """Every unfinished stage as a Slurm job after its dependencies, then this command with --report-only."""
     import detection  # noqa: F401
     from detection.datasets import ensure_embedded_dataset
@@ -395,6 +311,7 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
               "--output-dir", str(out), "--report-only"]
     if args.fresh:
         _fresh(out, stages, print)
+    record_data_identity(out, identity)
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
                            timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))
@@ -463,31 +380,41 @@ def _degradation_section(results, plan: MainJobPlan, stages: list[Stage], report
                                          f"on {LAYER_RESPONSE_IMAGES} val items, first seed")))]
 
 
-def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
-    print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
+def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
+    """(the registered name of the set the legs are scored on, the embedded set's manifest or None)."""
     import detection  # noqa: F401  (registers the embedded datasets)
     from detection.datasets import ensure_embedded_dataset
+
+    if not plan.detect_data.embedded:
+        plan.detect_data.register()
+        return TEST_NAME, None
+    return ("embedded_train_holdout" if plan.selection else "embedded_val"), ensure_embedded_dataset()
+
+
+def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
+    print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     from detection.report import strict_json, write_report
 
-    manifest = ensure_embedded_dataset()
-
-    dataset = "embedded_train_holdout" if plan.selection else "embedded_val"
+    dataset, manifest = _test_set(plan)
     runs = [s for s in stages if s.kind == "detect"]
-    chance = chance_ap(dataset) if runs else None
+    chance = chance_ap(dataset) if runs and plan.detect_data.format != VOC else None  # COCO AP of random boxes
     responses = _layer_responses(plan, stages, out / "report")
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
                                          for m, runs in responses.items()}, given_top1)
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     lead, family_figures = family_sections(results, out / "report")
+    where = ("the embedded default" + (" (model selection)" if plan.selection else "")
+             if plan.detect_data.embedded else plan.detect_data.describe())
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
+                         given_checkpoints=frozenset(os.path.realpath(f) for s in runs for f in s.files),
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
-                               f"on the embedded default{' (model selection)' if plan.selection else ''}",
+                               f"on {where}",
                          notes=notes, chance={dataset: chance} if chance else None,
                          sections=family_figures + _degradation_section(results, plan, stages, out / "report",
                                                                         responses),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
                          compared_metric=COMPARED_METRICS[0], lead=lead)
-    summary = "\n".join(summary_lines(results, plan, chance, manifest))
+    summary = "\n".join(summary_lines(results, plan, chance, data_text(plan, manifest)))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON
     print("\n" + summary)

@@ -237,9 +237,9 @@ def _scale(source: str) -> str:
 
 def _unit_pairs(row: LeaderboardRow, metric: str) -> list[tuple[float, float]]:
     """(top-1 error, metric) of each unit of a backbone: its pretraining runs measured here, or the one given file
-    (the published error beside the mean of its legs)."""
+    (its error, published or measured, beside the mean of its legs: fine-tuning runs of one file are one point)."""
     aps = row.units.get(metric, {})
-    if row.top1_source == MEASURED:
+    if row.top1_source == MEASURED and row.weights == "pretrained here":
         return [(row.top1_units[u], ap) for u, ap in aps.items() if u in row.top1_units]
     return [(row.top1_error.mean, statistics.fmean(aps.values()))] if aps else []
 
@@ -354,7 +354,8 @@ def correlation_from_json(d: dict | None) -> Correlation | None:
 
 def given_weights_top1(plan) -> dict[str, Top1]:
     """The top-1 of each backbone whose weights the job was given: --weights-top1 (published), else the file's
-    metadata (meta.top1), else measured on the embedded val items when the file's classifier has their classes
+    metadata (meta.top1), else measured on the embedded val items when the job pretrains on them and the file's
+    classifier has their classes
     (this project's own checkpoints); a backbone with none of these has no top-1 (left out of the correlation).
     PlanError naming the file when it cannot be read or rebuilt for the measurement."""
     published = dict(plan.weights_top1)
@@ -378,7 +379,7 @@ def _given_top1(model: str, path: str, published: dict[str, float], plan) -> Top
         return published_top1(published[model])
     if (meta := read_weights_file(path).meta.top1) is not None:
         return published_top1(meta, FILE_METADATA)
-    if (error := _measure_top1_error(Path(path), plan)) is not None:
+    if plan.pretrain_data.embedded and (error := _measure_top1_error(Path(path), plan)) is not None:
         unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)
         return Top1(MEASURED, spread({unit: [error]}, PRETRAINING_RUN), {unit: error})
     return None

@@ -15,24 +15,33 @@ on `embedded_train_fit`, scored on `embedded_train_holdout` -- schedules are cho
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backbones import list_models, model_info
+from backbones import model_info
 from classification.analysis.degradation import RECIPE
-from classification.engine.config import SEED_LIMIT
 from classification.engine.run_files import FINAL_CHECKPOINT
 
 from ..project import project_files
-from .arms import ARMS, arm_comparisons, unfair_keys
+from .arms import ARMS
+from .data import COCO, EMBEDDED, VOC, DetectData, PretrainData, folder_train_images
 
-__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "validate_plan",
-           "check_arms", "check_pretrained_weights_fit", "PlanError", "detection_backbones"]
+__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "PlanError",
+           "SCALES", "PAPER_SCALE"]
 
-# The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design).
+# The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design), on COCO; a
+# VOC job reads the file of the same name in PAPER_DATA_FOLDERS[VOC] (Table 7's settings).
 DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
                   "C4": ("COCO-Detection", "faster_rcnn_R_101_C4.yaml")}
+PAPER_DATA_FOLDERS = {VOC: "PascalVOC-Detection"}  # else COCO-Detection
+# The scales a job runs at. embedded: every leg at smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px
+# images, nets at the job's width, the job's iteration count) -- what 2 CPU cores can run, on any data; paper: the
+# paper configs as they are (their schedule, image sizes, batch and lr, full width), the linear scaling rule
+# applied to the GPUs a stage gets (Detectron2's SOLVER.REFERENCE_WORLD_SIZE), pretraining with the ImageNet recipe.
+SCALES = ("embedded", "paper")
+PAPER_IMAGES_PER_GPU = 2  # the paper configs' IMS_PER_BATCH 16 is 8 GPUs x 2 images: their reference world size
 
 
 class PlanError(ValueError):
@@ -52,17 +61,20 @@ def _trainer_option_args(options: dict) -> list[str]:
     return out
 
 
-def paper_config(model: str) -> Path:
-    """The paper config of the backbone's detection design (COCO-Detection/*.yaml)."""
-    return project_files().config(*DESIGN_CONFIGS[model_info(model).detection_design])
+def paper_config(model: str, data_format: str = EMBEDDED) -> Path:
+    """The paper config of the backbone's detection design: COCO-Detection/*.yaml, or its PascalVOC-Detection
+    namesake for VOC data."""
+    folder, name = DESIGN_CONFIGS[model_info(model).detection_design]
+    return project_files().config(PAPER_DATA_FOLDERS.get(data_format, folder), name)
 
 
-def leg_config_files(model: str, *, arm: str) -> list[str]:
-    """The config files of a main-job detection leg: the paper config of the backbone's design, the smoke overlay,
-    and the arm's overlay (norm and frozen stages; the one definition: the job, its estimates, the benchmarks)."""
+def leg_config_files(model: str, *, arm: str, scale: str = "embedded", data_format: str = EMBEDDED) -> list[str]:
+    """The config files of a main-job detection leg: the paper config of the backbone's design (for the data's
+    format), the smoke overlay at embedded scale, and the arm's overlay (norm and frozen stages; the one
+    definition: the job, its estimates, the benchmarks)."""
     files = project_files()
-    return [str(paper_config(model)), str(files.config("Embedded-Detection", "smoke.yaml")),
-            str(files.config("Embedded-Detection", ARMS[arm].overlay))]
+    smoke = [str(files.config("Embedded-Detection", "smoke.yaml"))] if scale == "embedded" else []
+    return [str(paper_config(model, data_format)), *smoke, str(files.config("Embedded-Detection", ARMS[arm].overlay))]
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,13 @@ class MainJobPlan:
     weights: tuple[tuple[str, str], ...] = ()
     weights_top1: tuple[tuple[str, float], ...] = ()  # (backbone, top-1 accuracy %) as published with the file
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
+    # The data (data.py): what pretraining reads (the embedded composites, or an ImageNet-style folder) and what the
+    # detection legs train and are scored on (the embedded scenes, a COCO json + images, a VOC split); the scale
+    # their configs run at (SCALES), and the GPUs each stage gets (0: CPU processes).
+    pretrain_data: PretrainData = PretrainData()
+    detect_data: DetectData = DetectData()
+    scale: str = "embedded"
+    gpus: int = 0
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
     # one budget, on the same cached composites as the pretraining; () leaves it out.
     degradation: tuple[str, ...] = ()
@@ -119,13 +138,23 @@ class MainJobPlan:
         return model_info(model).reference_lr
 
     def pretrain_items(self) -> int:
-        """Training items per epoch (reads the object source's labels: planning only, never for a summary)."""
+        """Training items per epoch (reads the object source's labels, or lists the folder: planning only, never
+        for a summary)."""
         from classification.data.objects import load_object_source
 
-        n = len(load_object_source("train").labels) - (self.pretrain_holdout if self.selection else 0)
+        if not self.pretrain_data.embedded:
+            n = folder_train_images(self.pretrain_data.folder)
+        else:
+            n = len(load_object_source("train").labels) - (self.pretrain_holdout if self.selection else 0)
         return min(n, self.pretrain_train_images) if self.pretrain_train_images else n
 
     def pretrain_iterations(self) -> int:
+        """The pretraining schedule: pretrain_epochs over the data, or at paper scale the paper's 60e4 iterations
+        (of IMAGENET_BATCH, linearly scaled by train_cls to the GPUs it gets)."""
+        if self.scale == "paper":
+            from .paper_cost import IMAGENET_ITERATIONS
+
+            return IMAGENET_ITERATIONS
         return max(1, math.ceil(self.pretrain_epochs * self.pretrain_items() / self.pretrain_batch))
 
     def pretrain_norms(self) -> list[str]:
@@ -145,18 +174,31 @@ class MainJobPlan:
         return {"preact": True} if self.degradation_preact else {}
 
     def pretrain_args(self, model: str, seed: int, out: Path, iterations: int, norm: str = "BN") -> list[str]:
-        val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
-               ["--val-samples", str(self.pretrain_val_images)])
+        dataset, val = self._pretrain_data_args()
         return [str(project_files().tool("train_cls.py")), "--model", model,
-                *_model_option_args(self.pretrain_options(model, norm)),
-                "--dataset", "embedded", "--image-size", str(self.pretrain_image_size),
+                *_model_option_args(self.pretrain_options(model, norm)), *dataset,
                 "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
                 "--eval-period", str(max(1, iterations // 8)), "--checkpoint-period", str(max(1, iterations // 8)),
                 "--keep-checkpoints", "1",  # a resume needs the newest; an hour-long stage loses at most 1/8
-                *val, "--workers", "1", "--seed", str(seed),
+                *val, "--seed", str(seed),
                 *(["--train-samples", str(self.pretrain_train_images)] if self.pretrain_train_images else []),
-                "--output-dir", str(out)]
+                *self._gpu_args(), "--output-dir", str(out)]
+
+    def _pretrain_data_args(self) -> tuple[list[str], list[str]]:
+        """(the dataset's arguments, the val set's and the loader's) of a pretraining stage: the embedded
+        composites at pretrain_image_size, or the folder with the ImageNet transforms (224-px crops) -- at paper
+        scale scored on its whole val split, at embedded scale on pretrain_val_images of it (stratified)."""
+        if self.pretrain_data.embedded:
+            val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
+                   ["--val-samples", str(self.pretrain_val_images)])
+            return ["--dataset", "embedded", "--image-size", str(self.pretrain_image_size)], [*val, "--workers", "1"]
+        val = ["--val-samples", str(self.pretrain_val_images)] if self.scale == "embedded" else []
+        return ["--dataset", "imagefolder", "--data-root", self.pretrain_data.folder], [*val, "--workers", "4"]
+
+    def _gpu_args(self) -> list[str]:
+        """A stage's processes: one per GPU it gets (the tools' --num-gpus); none given: one CPU process."""
+        return ["--num-gpus", str(self.gpus)] if self.gpus else []
 
     def degradation_args(self, model: str, seed: int, out: Path) -> list[str]:
         """The same recipe for every net (RECIPE.schedule: the paper's CIFAR lr 0.1 at batch 128, x0.1 at 50% and
@@ -183,30 +225,60 @@ class MainJobPlan:
                 f"lr {s['lr']:g} (x0.1 at {cuts}){warmup}, "
                 + ("pre-activation units" if self.degradation_preact else "the paper's 2015 units"))
 
-    def detect_iterations_of(self, arm: str) -> int:
-        return self.detect_iterations * ARMS[arm].schedule
+    def detect_iterations_of(self, arm: str, model: str) -> int:
+        """Iterations a leg runs: the job's count times the arm's schedule; at paper scale the config's MAX_ITER
+        times the arm's schedule, as Detectron2 rescales it for the leg's GPUs (DefaultTrainer.auto_scale_workers:
+        iterations / (GPUs / reference world size))."""
+        if self.scale == "embedded":
+            return self.detect_iterations * ARMS[arm].schedule
+        max_iter, _, ims = _paper_solver(tuple(leg_config_files(model, arm=arm, scale=self.scale,
+                                                                data_format=self.detect_data.format)))
+        reference = ims // PAPER_IMAGES_PER_GPU
+        return int(round(max_iter * ARMS[arm].schedule / (max(1, self.gpus) / reference)))
 
     def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path) -> list[str]:
-        """tools/train_det.py's command line of a detection leg: its config files, then its overrides."""
+        """tools/train_det.py's command line of a detection leg: its config files, the data's registration, its
+        processes, then its overrides."""
         configs, opts = self.detect_config(model, arm, weights, seed, out)
         return [str(project_files().tool("train_det.py")), *[a for c in configs for a in ("--config-file", c)],
-                *opts]
+                *self.detect_data.register_flags(), *self._gpu_args(), *opts]
 
     def detect_config(self, model: str, arm: str, weights: Path | None, seed: int,
                       out: Path) -> tuple[list[str], list[str]]:
         """(config files, KEY VALUE overrides) of a detection leg: what its stage runs and what check_arms
         resolves."""
-        configs = leg_config_files(model, arm=arm)
-        n = self.detect_iterations_of(arm)
-        schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
-                    "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one: the
-                    "SOLVER.CHECKPOINT_PERIOD",  # same warm-up in every arm (not in a longer arm's factor)
-                    str(max(1, n // 2))]
-        data = (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
-                if self.selection else [])
+        configs = leg_config_files(model, arm=arm, scale=self.scale, data_format=self.detect_data.format)
+        if self.scale == "embedded":
+            n = self.detect_iterations_of(arm, model)
+            schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
+                        "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one:
+                        "SOLVER.CHECKPOINT_PERIOD",  # the same warm-up in every arm (not in a longer arm's factor)
+                        str(max(1, n // 2))]
+        else:
+            schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule)
         return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
                          "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
-                         *data]
+                         *self.detect_data.overrides(self.selection)]
+
+
+@functools.lru_cache(maxsize=32)
+def _paper_solver(configs: tuple[str, ...]) -> tuple[int, tuple[int, ...], int]:
+    """(MAX_ITER, STEPS, IMS_PER_BATCH) the config files resolve to."""
+    from ..config import get_detection_cfg
+
+    solver = get_detection_cfg(list(configs), [], read_weights=False).SOLVER
+    return solver.MAX_ITER, tuple(solver.STEPS), solver.IMS_PER_BATCH
+
+
+def _paper_schedule(configs: tuple[str, ...], multiple: int) -> list[str]:
+    """A paper-scale leg's solver overrides: the config's schedule times the arm's multiple, and the config's
+    reference world size (IMS_PER_BATCH / 2 images a GPU), from which Detectron2 applies the linear scaling rule
+    -- batch and lr in proportion to the GPUs a leg gets, iterations and steps inversely."""
+    max_iter, steps, ims = _paper_solver(configs)
+    if ims % PAPER_IMAGES_PER_GPU:
+        raise PlanError(f"{configs[0]}: SOLVER.IMS_PER_BATCH {ims} is not {PAPER_IMAGES_PER_GPU} images a GPU")
+    return ["SOLVER.MAX_ITER", str(max_iter * multiple), "SOLVER.STEPS", str(tuple(t * multiple for t in steps)),
+            "SOLVER.REFERENCE_WORLD_SIZE", str(ims // PAPER_IMAGES_PER_GPU)]
 
 
 # The main job's presets (one tool, four budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints
@@ -234,7 +306,21 @@ PRESETS = {
     "family": {"backbones": FAMILY_BACKBONES, "arms": ("frozenbn_pretrained",), "pretrain_epochs": 4.0,
                "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600},
     "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
+    # The paper's headline (Table 8) as one job: VGG-16 vs ResNet-101, Faster R-CNN on COCO 2014 train -> val in the
+    # paper's setting (BN frozen; C4 / fc6-fc7), one ImageNet pretraining run each on a folder (or --weights MODEL=
+    # FILE: published weights) and 5 detection seeds nested under it, at paper scale. Its data under
+    # $DETECTRON2_DATASETS (default ./datasets: Detectron2's layout, coco/ and imagenet/); a cluster's job:
+    # `--slurm --gpus-per-stage 8`; `--dry-run` prints its stages and GPU-hours with no dataset present.
+    "paper": {"backbones": ("vgg16", "resnet101"), "arms": ("frozenbn_pretrained",), "scale": "paper",
+              "pretrain_seeds": (0,), "detect_seeds": (0, 1, 2, 3, 4), "scratch": (),
+              "pretrain_data": PretrainData("imagenet"),
+              "detect_data": DetectData(COCO, ("coco/annotations/instances_train2014.json", "coco/train2014"),
+                                        ("coco/annotations/instances_val2014.json", "coco/val2014"))},
 }
+# What --scale paper changes besides the legs' configs (a --width given still applies): the published widths and
+# the ImageNet recipe's batch (He et al. Sec. 3.4: 256, lr 0.1).
+PAPER_SCALE = {"width": 1.0, "pretrain_batch": 256}
+PRESETS["paper"] |= PAPER_SCALE
 DEFAULT_PRESET = "demo"
 
 
@@ -292,7 +378,7 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
                                     model=model, init="", iterations=p_iters, pretrain_seed=ps, variant=norm))
     for model in plan.backbones:
         for arm in (ARMS[a] for a in plan.arms):
-            n = plan.detect_iterations_of(arm.name)
+            n = plan.detect_iterations_of(arm.name, model)
             group = group_label(model, arm.name)
             if arm.pretrained and plan.weights_of(model) is not None:  # one unit: the file given
                 stages += _legs_from_file(plan, model, arm, plan.weights_of(model), out)
@@ -332,161 +418,6 @@ def _legs_from_file(plan: MainJobPlan, model: str, arm, weights: Path, out: Path
         d = out / "detect" / f"{group}_given_d{ds}"
         legs.append(Stage(title=f"Faster R-CNN {model}, {arm.name}, from {weights}, detection seed {ds}", out=d,
                           argv=plan.detect_args(model, arm.name, weights, ds, d), kind="detect", model=model,
-                          init=arm.init, iterations=plan.detect_iterations_of(arm.name), group=group,
+                          init=arm.init, iterations=plan.detect_iterations_of(arm.name, model), group=group,
                           detect_seed=ds, variant=arm.name, files=[weights]))
     return legs
-
-
-def validate_plan(plan: MainJobPlan) -> None:
-    """PlanError naming the option for a plan that cannot run or would count wrongly."""
-    known = set(list_models())
-    for b in plan.backbones:  # the registry says which nets have a detection design (ModelInfo.detection_design)
-        if b not in known or model_info(b).detection_design is None:
-            raise PlanError(f"--backbones {b!r}: not a model of backbones.list_models() with a detection design "
-                            f"({', '.join(detection_backbones())})")
-    if len(set(plan.backbones)) != len(plan.backbones):  # one stage directory each: the second would reuse the first
-        raise PlanError(f"--backbones lists a backbone twice ({list(plan.backbones)})")
-    _validate_weights(plan)
-    for a in plan.arms:
-        if a not in ARMS:
-            raise PlanError(f"--arms {a!r}: not an arm of detection/main_job/arms.py ({', '.join(ARMS)})")
-    if len(set(plan.arms)) != len(plan.arms):
-        raise PlanError(f"--arms lists an arm twice ({list(plan.arms)})")
-    for b in plan.degradation:
-        if b not in known or model_info(b).family not in ("cifar_plain", "cifar_resnet"):
-            raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
-    if plan.degradation and not plan.degradation_iterations > 0:
-        raise PlanError(f"--degradation-iterations must be positive, got {plan.degradation_iterations}")
-    if plan.degradation and not 0 <= plan.degradation_warmup_fraction <= min(RECIPE.milestones):
-        raise PlanError(f"--degradation-warmup-fraction must be in [0, {min(RECIPE.milestones):g}] (the warm-up "
-                        f"ends by the first lr cut), got {plan.degradation_warmup_fraction!r}")
-    for name in ("pretrain_seeds", "detect_seeds", "scratch_seeds", "degradation_seeds"):
-        seeds = getattr(plan, name)
-        if len(set(seeds)) != len(seeds):
-            raise PlanError(f"--{name.replace('_', '-')} lists a seed twice ({list(seeds)}): n would count one run "
-                            "twice")
-        if any(s < 0 for s in seeds):
-            raise PlanError(f"--{name.replace('_', '-')} must be >= 0")
-        if any(s >= SEED_LIMIT for s in seeds):  # numpy's seeds are 32-bit: a stage would fail after the others ran
-            raise PlanError(f"--{name.replace('_', '-')} must be < 2**32, got {max(seeds)}")
-    for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
-        if not 0 < getattr(plan, name) < math.inf:
-            raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
-    if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
-        raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
-
-
-def detection_backbones() -> list[str]:
-    """The registered backbones a detection leg can be built on (the main job's --backbones choices)."""
-    return [m for m in list_models() if model_info(m).detection_design is not None]
-
-
-def _validate_weights(plan: MainJobPlan) -> None:
-    """--weights / --weights-top1 name backbones of the job, once each, with a top-1 accuracy in [0, 100]."""
-    for option, pairs in (("--weights", plan.weights), ("--weights-top1", plan.weights_top1)):
-        models = [m for m, _ in pairs]
-        for m in models:
-            if m not in plan.backbones:
-                raise PlanError(f"{option} {m}=...: {m!r} is not one of --backbones ({' '.join(plan.backbones)})")
-        if len(set(models)) != len(models):
-            raise PlanError(f"{option} names a backbone twice ({', '.join(models)})")
-    for m, top1 in plan.weights_top1:
-        if plan.weights_of(m) is None:
-            raise PlanError(f"--weights-top1 {m}=...: {m} has no --weights file (its top-1 is measured here)")
-        if not 0.0 <= top1 <= 100.0:
-            raise PlanError(f"--weights-top1 {m}={top1:g}: a top-1 accuracy in percent, 0 to 100")
-    for m, f in plan.weights:
-        if not Path(f).is_file():
-            raise PlanError(f"--weights {m}={f}: no such file")
-
-
-def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
-    """(arm a, arm b) -> the config keys whose values differ between the two arms' legs of `model`, read from the
-    resolved configs the stages would train with (Detectron2's defaults, the config files, the command line;
-    the weights are not read: they do not exist before the job). SEED and OUTPUT_DIR aside."""
-    from ..config import get_detection_cfg
-    from ..report.groups import config_differences
-
-    probe = Path("<job>")  # the legs' own paths: only whether MODEL.WEIGHTS is set matters to the diff
-    resolved = {}
-    out = {}
-    for comparison in arm_comparisons(plan.arms):
-        for arm in (comparison.a, comparison.b):
-            if arm not in resolved:
-                weights = probe / "pretrain" / "weights.pth" if ARMS[arm].pretrained else None
-                files, opts = plan.detect_config(model, arm, weights, 0, probe / "detect" / arm)
-                resolved[arm] = get_detection_cfg(files, opts, read_weights=False)
-        out[(comparison.a, comparison.b)] = config_differences(resolved[comparison.a], resolved[comparison.b])
-    return out
-
-
-def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
-    """Stop (PlanError) before anything trains when weights would not load into the detection legs that start from
-    them (a VGG-16 job once pretrained with GN and failed at its first detection leg, 25 minutes in): a file given
-    with --weights is read (safely: no pickled code runs) and loaded as it is; for a pretraining stage, its net is
-    built as the stage builds it, saved as train_cls saves it. Either is loaded strictly, classifier aside, into the
-    `backbones` model its detection config builds. Seconds a backbone at width 0.25."""
-    import tempfile
-
-    from backbones import create_model, save_pretrained
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for model in plan.backbones:
-            for arm in (ARMS[a] for a in plan.arms if ARMS[a].pretrained):
-                given = plan.weights_of(model)
-                if given is not None:
-                    what = f"--weights {model}={given}"
-                    weights = given
-                else:
-                    what = f"{model}: the {arm.pretrain_norm} pretraining net"
-                    net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
-                    weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
-                _check_fit(plan, model, arm.name, weights, what, Path(tmp))
-
-
-def _check_fit(plan: MainJobPlan, model: str, arm: str, weights: Path, what: str, tmp: Path) -> None:
-    """Load `weights` as the arm's detection legs will (their resolved config, the weights' conventions applied);
-    PlanError naming the keys or the reason, one line."""
-    from backbones import IncompatibleWeightsError, load_pretrained
-    from backbones.checkpoint_io import CheckpointReadError
-    from backbones.weight_formats import FormatError, MetadataError
-
-    from ..config import get_detection_cfg
-    from ..modeling.backbone import backbone_spec_from_cfg
-
-    files, opts = plan.detect_config(model, arm, weights, 0, tmp)
-    try:
-        target = backbone_spec_from_cfg(get_detection_cfg(files, opts)).build()
-        load_pretrained(target, weights, strict=True, drop_classifier=True)
-    except IncompatibleWeightsError as err:
-        r = err.report
-        misfits = [f"{title} ({len(keys)}): {', '.join(map(str, keys[:2]))}"
-                   for title, keys in (("unexpected in checkpoint", r.unexpected), ("missing", r.missing),
-                                       ("other shapes", [f"{k} {tuple(a)} vs {tuple(b)}" for k, a, b, *_
-                                                         in r.shape_mismatch]),
-                                       ("other options", r.option_mismatches),
-                                       ("unusable values", r.bad_values)) if keys]
-        hint = " (--width sets the width the job builds its nets at)" if r.shape_mismatch else ""
-        raise PlanError(f"{what} does not load into the detection legs of arm {arm} (width {plan.width:g}): "
-                        f"{'; '.join(misfits)}{hint}") from None
-    except (CheckpointReadError, FormatError, MetadataError, ValueError, OSError) as err:
-        raise PlanError(f"{what}: {err}") from None
-
-
-def check_arms(plan: MainJobPlan) -> list[str]:
-    """Stop (PlanError) before anything trains when two compared arms' configs differ in a key their factor does not
-    name, naming the keys; with plan.allow_unfair the differences are returned for the report to print instead."""
-    overridden = []
-    for model in plan.backbones:
-        for (a, b), differences in arm_differences(plan, model).items():
-            comparison = next(c for c in arm_comparisons(plan.arms) if (c.a, c.b) == (a, b))
-            extra = unfair_keys(differences, comparison)
-            if not extra:
-                continue
-            keys = ", ".join(f"{k} ({differences[k][0]} vs {differences[k][1]})" for k in extra)
-            text = f"{model}: arms {a} and {b} differ in {keys}, beyond their factor ({comparison.factor})"
-            if not plan.allow_unfair:
-                raise PlanError(f"{text}: an unfair comparison; make the configs agree, or pass --allow-unfair-arms "
-                                "and the report prints this")
-            overridden.append(text)
-    return overridden

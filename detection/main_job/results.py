@@ -12,7 +12,7 @@ from pathlib import Path
 from classification.engine.run_files import FINAL_CHECKPOINT, read_classification_run
 
 from ..report.comparison import Comparison, Spread, adjust, find, spread
-from ..report.groups import PRETRAINING_RUN, compare_groups, differing_keys, group_runs, what_differs
+from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
 from .degradation_results import (
@@ -42,7 +42,8 @@ from .family import (
 from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
-           "generated_notes", "degradation_lines", "degradation_table", "degradation_comparison_lines",
+           "generated_notes", "data_text", "given_unit_text", "degradation_lines", "degradation_table",
+           "degradation_comparison_lines",
            "degradation_notes", "chance_ap", "DETECT_METRICS", "COMPARED_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
@@ -180,7 +181,8 @@ def _pretraining(out: JobResults, stages: list[Stage], plan: MainJobPlan, board_
 def _detection_groups(out: JobResults, detect: list[Stage]) -> dict:
     """The detection groups with numbers (label -> RunGroup), each also as a GroupResult of `out`."""
     job = detect[0].out.parent.parent.resolve() if detect else None  # OUTPUT/detect/<leg>
-    groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect])
+    given = frozenset(os.path.realpath(f) for s in detect for f in s.files)  # --weights: fine-tuning runs as units
+    groups = group_runs([load_run(s.out) for s in detect], [s.group for s in detect], given_checkpoints=given)
     meta = {s.group: (s.model, s.init, s.variant) for s in detect}
     by_label = {}
     for g in groups:
@@ -238,11 +240,19 @@ def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[st
     return out
 
 
-def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest: dict) -> list[str]:
+def data_text(plan: MainJobPlan, manifest: dict | None) -> str:
+    """The data a job ran on, in words: the embedded set's manifest, or the files given (data.py)."""
+    if not plan.detect_data.embedded:
+        return (f"{plan.detect_data.describe()}, pretraining on {plan.pretrain_data.describe()}, "
+                f"{plan.scale} scale")
     where = "held-out training data (model selection)" if plan.selection else \
         f"embedded default, {manifest['counts']['val']['images']} val images"
-    lines = [f"Main job summary -- {where} ({manifest['source']} objects, classes "
-             f"{', '.join(manifest['classes'])}); all nets at width {plan.width:g}; {len(plan.pretrain_seeds)} "
+    return f"{where} ({manifest['source']} objects, classes {', '.join(manifest['classes'])})"
+
+
+def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: str) -> list[str]:
+    """The summary; data: data_text of the job."""
+    lines = [f"Main job summary -- {data}; all nets at width {plan.width:g}; {len(plan.pretrain_seeds)} "
              f"pretraining seed(s) x {len(plan.detect_seeds)} detection seed(s) per backbone and pretrained arm, "
              f"{len(plan.scratch_seeds)} run(s) per scratch arm:"]
     for label, st in results.pretraining.items():
@@ -253,6 +263,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
         s = g.metrics
         lines.append(f"  {g.name:<30} AP50 {pm(s.get('AP50')):<22} AP {pm(s.get('AP')):<22} "
                      f"APs/APm/APl {'/'.join(pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
+        if g.unit == FINE_TUNING_RUN:
+            lines.append(f"  {'':<30} {given_unit_text(g)}")
         ap50 = s.get("AP50")
         if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
             b, w = ap50.sd_between, ap50.sd_within
@@ -278,6 +290,13 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, manifest
     return lines
 
 
+def given_unit_text(g: GroupResult) -> str:
+    """What the interval of a group from one given checkpoint covers (MoCo's protocol), beside every interval."""
+    n = max((len(v) for v in g.values.values()), default=0)
+    return (f"intervals over {n} fine-tuning run(s) of one given checkpoint: pretraining variance not included "
+            "(the file's pretraining was not repeated)")
+
+
 def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
     """Report notes: what was run, and only the statements the numbers above support; what two arms differ in is
     generated from their runs' config diff; causes the job does not measure are said to be not established."""
@@ -287,6 +306,7 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  "n units and df beside it) and P(A > B), the chance that a unit of A beats a unit of B; one family "
                  f"per job ({results.family or 'no comparisons'}, Holm's step-down method): a call only when the "
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)}.")
+    notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
     notes += _arm_notes(results)
     if any(c.interval is None for c in results.deltas):
         notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "
@@ -302,9 +322,12 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
     notes = []
     if plan.backbones:
         lrs = ", ".join(f"{m} {plan.lr_for(m):g}" for m in plan.backbones)
-        arms = "; ".join(f"{a} ({ARMS[a].role}, {plan.detect_iterations_of(a)} iterations)" for a in plan.arms)
+        arms = "; ".join(f"{a} ({ARMS[a].role}, {plan.detect_iterations_of(a, plan.backbones[0])} iterations)"
+                         for a in plan.arms)
         given = "".join(f" {m} starts from the weights given ({Path(f).name}; no pretraining stage)."
                         for m, f in plan.weights)
+        if not (plan.detect_data.embedded and plan.pretrain_data.embedded):
+            return [_own_data_note(plan, arms) + given]
         notes += [f"The paper's experiment in miniature: {', '.join(plan.pretrained_here()) or 'no backbone'} at "
                   f"width {plan.width:g}, each pretrained for classification ({plan.pretrain_epochs:g} epochs of "
                   "Fashion-MNIST train items "
@@ -318,6 +341,20 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
                   "each pretrained arm pretrains with the norm it is fine-tuned with (GN, or BN for the paper's "
                   "FrozenBN setting)."]
     return notes
+
+
+def _own_data_note(plan: MainJobPlan, arms: str) -> str:
+    """What a job on the user's data ran: the data, the scale and its configs, the arms."""
+    here = plan.pretrained_here()
+    pretraining = (f"{', '.join(here)} pretrained on {plan.pretrain_data.describe()} ({plan.pretrain_iterations()} "
+                   f"iterations of {plan.pretrain_batch}, {len(plan.pretrain_seeds)} seed(s)), then "
+                   if here else "")
+    scale = ("the paper configs' schedules, image sizes, batch and lr, linearly scaled to "
+             f"{max(1, plan.gpus)} GPU(s) a leg" if plan.scale == "paper" else
+             "smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px images, 2 images a batch)")
+    return (f"Backbones at width {plan.width:g}: {pretraining}transferred to Faster R-CNN on "
+            f"{plan.detect_data.describe()} at {scale}, {len(plan.detect_seeds)} detection seed(s) per pretraining "
+            f"run, in these arms: {arms}.")
 
 
 def _arm_notes(results: JobResults) -> list[str]:

@@ -24,7 +24,7 @@ from .runs import RunResult
 
 __all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "config_differences",
            "what_differs",
-           "PRETRAINING_RUN", "RUN"]
+           "PRETRAINING_RUN", "RUN", "FINE_TUNING_RUN"]
 
 _IGNORED_KEYS = ("SEED", "OUTPUT_DIR")
 
@@ -41,6 +41,9 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
 
 
 PRETRAINING_RUN, RUN = "pretraining run", "run"  # what a group's unit is
+# The unit of a group whose runs all start from one checkpoint the user gave (published weights, MoCo's protocol):
+# pretraining is not repeated, so the detection run is the unit and the interval leaves pretraining variance out.
+FINE_TUNING_RUN = "fine-tuning run"
 
 
 def config_key(run: RunResult) -> str:
@@ -55,6 +58,7 @@ class RunGroup:
     name: str
     runs: list[RunResult]
     metrics: dict[str, Spread] = field(default_factory=dict)  # key -> mean and spreads over the finished runs
+    given: bool = False  # every run starts from one checkpoint the user gave: units are its fine-tuning runs
 
     @property
     def first(self) -> RunResult:
@@ -91,12 +95,15 @@ class RunGroup:
 
     @property
     def unit(self) -> str:
-        """PRETRAINING_RUN when the finished runs start from pretrained weights, RUN for runs from scratch."""
+        """PRETRAINING_RUN when the finished runs start from pretrained weights, RUN for runs from scratch,
+        FINE_TUNING_RUN for runs from the one checkpoint the user gave (`given`)."""
+        if self.given:
+            return FINE_TUNING_RUN
         return PRETRAINING_RUN if any(r.weights for r in self.finished) else RUN
 
     def unit_of(self, run: RunResult, *, by_run: bool = False) -> str:
         """The unit a run belongs to: its weights file (resolved: one checkpoint named two ways is one unit), or the
-        run itself (from scratch, or `by_run`)."""
+        run itself (from scratch, from a given checkpoint, or `by_run`)."""
         return os.path.realpath(run.weights) if self.unit == PRETRAINING_RUN and not by_run else run.path
 
     @property
@@ -152,10 +159,13 @@ def _group_name(runs: list[RunResult]) -> str:
     return stems.pop() if len(stems) == 1 and "" not in stems else f"{runs[0].name} (+{len(runs) - 1} seeds)"
 
 
-def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[RunGroup]:
+def group_runs(runs: list[RunResult], labels: list[str] | None = None, *,
+               given_checkpoints: frozenset[str] = frozenset()) -> list[RunGroup]:
     """Finished runs grouped by configuration (all but SEED equal), or by `labels` (one per run: the caller's
     grouping, e.g. the main job's runs of one backbone over pretraining *and* detection seeds), in order of first
-    appearance; each unfinished run is a group of its own (listed with its status)."""
+    appearance; each unfinished run is a group of its own (listed with its status). given_checkpoints: resolved
+    weights files the user gave (the main job's --weights): a group whose runs all start from one of them has its
+    fine-tuning runs as units (FINE_TUNING_RUN)."""
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"{len(labels)} group labels for {len(runs)} runs")
     groups: dict[tuple, list[RunResult]] = {}  # (kind of key, key): a caller's label, a config, an unfinished run
@@ -168,6 +178,7 @@ def group_runs(runs: list[RunResult], labels: list[str] | None = None) -> list[R
     out = []
     for (kind, key), members in groups.items():
         g = RunGroup(key if kind == "label" else _group_name(members), members)
+        g.given = len(g.checkpoints) == 1 and g.checkpoints <= given_checkpoints
         _aggregate(g)
         out.append(g)
     names = [g.name for g in out]

@@ -333,8 +333,8 @@ def _runs_below(paths) -> str:
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
-                 groups: list[str] | None = None, sections: list[ReportSection] = (),
-                 comparisons: ComparisonSource | None = None,
+                 groups: list[str] | None = None, given_checkpoints: frozenset[str] = frozenset(),
+                 sections: list[ReportSection] = (), comparisons: ComparisonSource | None = None,
                  compared_metric: str | None = None, lead: list[ReportSection] = ()) -> dict[str, Path]:
     """Write the report: report.md and report.html (one `Document`, two renderers), report.json, report.csv.
 
@@ -343,7 +343,8 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     differs, the conditions, pretraining, the runs and the plots. baseline: a run (or group) name for the deltas
     (default: the pretrained VGG-16 group, else the first finished one); notes: lines given by the caller, before
     the generated ones; chance: {dataset: COCO stats of random boxes} (a row in that dataset's table); groups: a
-    group label per run directory (default: runs whose configs differ only in SEED form a group); comparisons: where
+    group label per run directory (default: runs whose configs differ only in SEED form a group), given_checkpoints
+    the weights files a user gave (groups.group_runs: their fine-tuning runs are the units); comparisons: where
     the table's comparisons come from when the caller owns the family (the main job's, Holm-adjusted over everything
     the job prints; default: the table's own pairs as one family); compared_metric: the metric the table's
     comparisons are on (the caller's family's; default AP for COCO-style runs, AP50 for VOC).
@@ -354,7 +355,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
     for r in runs:
         r.gmacs = run_gmacs(r.config)
-    groups = group_runs(runs, groups)
+    groups = group_runs(runs, groups, given_checkpoints=given_checkpoints)
     kinds = [k for k in RESULT_KINDS if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
     zoo, zoo_json, csv_rows = _results_sections(groups, kinds)
     box, table_json, box_csv = _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metric)

@@ -23,7 +23,8 @@ from detection.main_job.family import (
     spearman,
     transfer_correlation,
 )
-from detection.main_job.plan import MainJobPlan, PlanError, plan_stages, validate_plan
+from detection.main_job.checks import validate_plan
+from detection.main_job.plan import MainJobPlan, PlanError, plan_stages
 from detection.report.comparison import spread
 
 
@@ -290,7 +291,9 @@ def test_job_results_pair_each_pretraining_run_with_its_own_legs_and_count_each_
     rows = {r.backbone: r for r in res.leaderboard}
     assert rows["resnet18"].units["AP"] == {"resnet18_p0": 30.0, "resnet18_p1": 34.0}
     assert rows["resnet18"].top1_units == {"resnet18_p0": 40.0, "resnet18_p1": 38.0}
-    assert list(rows["resnet34"].units["AP"]) == list(rows["resnet34"].top1_units)  # the file's resolved path
+    # a given file's units are its fine-tuning runs (MoCo's protocol); its one top-1 pairs with their mean
+    assert [os.path.basename(u) for u in rows["resnet34"].units["AP"]] == ["resnet34_frozenbn_pretrained_given_d0"]
+    assert res.group("resnet34", "frozenbn_pretrained").unit == "fine-tuning run"
     c = res.correlation
     assert c.backbones == ["resnet50", "resnet34", "resnet18", "plain18"] and c.spearman == 1.0
     assert c.left_out == {"plain34": "top-1 published, the others' measured here: not one scale"}

@@ -10,15 +10,14 @@ import torch
 
 from conftest import REPO, run_tool
 from detection.main_job.cli import build_parser, plan_from_args
+from detection.main_job.checks import check_arms, validate_plan
 from detection.main_job.plan import (
     PRESETS,
     MainJobPlan,
     PlanError,
-    check_arms,
     leg_config_files,
     paper_config,
     plan_stages,
-    validate_plan,
 )
 from detection.project import ENV_VAR, ProjectFilesNotFound, project_files
 
@@ -133,7 +132,7 @@ def test_a_pretraining_net_its_detection_legs_cannot_load_stops_the_plan_naming_
     """The job's own check, before anything trains: it passes for the presets' backbones and for vgg16, and with the
     old rule (a VGG without BN built without norm whatever MODEL.BACKBONES.NORM says) it names the GN tensors."""
     import detection.modeling.backbone as backbone
-    from detection.main_job.plan import check_pretrained_weights_fit
+    from detection.main_job.checks import check_pretrained_weights_fit
 
     check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16", "vgg16_bn", "resnet18"), width=0.125))
     monkeypatch.setattr(backbone, "BN_VARIANTS", backbone.BN_VARIANTS | {"GN"})

@@ -1,0 +1,190 @@
+"""What the main job checks of a plan before anything runs, each a one-line PlanError naming the option: options
+that cannot run together or would count wrongly (`validate_plan`), compared arms whose resolved configs differ
+beyond their factor (`check_arms`), and checkpoints the detection legs could not load (`check_pretrained_weights_fit`).
+The plan itself, its presets and its stages: plan.py."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from backbones import list_models, model_info
+from classification.analysis.degradation import RECIPE
+from classification.engine.config import SEED_LIMIT
+
+from .arms import ARMS, arm_comparisons, unfair_keys
+from .plan import SCALES, MainJobPlan, PlanError
+
+__all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms"]
+
+
+def validate_plan(plan: MainJobPlan) -> None:
+    """PlanError naming the option for a plan that cannot run or would count wrongly."""
+    known = set(list_models())
+    for b in plan.backbones:  # the registry says which nets have a detection design (ModelInfo.detection_design)
+        if b not in known or model_info(b).detection_design is None:
+            raise PlanError(f"--backbones {b!r}: not a model of backbones.list_models() with a detection design "
+                            f"({', '.join(detection_backbones())})")
+    if len(set(plan.backbones)) != len(plan.backbones):  # one stage directory each: the second would reuse the first
+        raise PlanError(f"--backbones lists a backbone twice ({list(plan.backbones)})")
+    _validate_weights(plan)
+    for a in plan.arms:
+        if a not in ARMS:
+            raise PlanError(f"--arms {a!r}: not an arm of detection/main_job/arms.py ({', '.join(ARMS)})")
+    if len(set(plan.arms)) != len(plan.arms):
+        raise PlanError(f"--arms lists an arm twice ({list(plan.arms)})")
+    for b in plan.degradation:
+        if b not in known or model_info(b).family not in ("cifar_plain", "cifar_resnet"):
+            raise PlanError(f"--degradation {b!r}: not a CIFAR plain / ResNet model of backbones.list_models()")
+    if plan.degradation and not plan.degradation_iterations > 0:
+        raise PlanError(f"--degradation-iterations must be positive, got {plan.degradation_iterations}")
+    if plan.degradation and not 0 <= plan.degradation_warmup_fraction <= min(RECIPE.milestones):
+        raise PlanError(f"--degradation-warmup-fraction must be in [0, {min(RECIPE.milestones):g}] (the warm-up "
+                        f"ends by the first lr cut), got {plan.degradation_warmup_fraction!r}")
+    for name in ("pretrain_seeds", "detect_seeds", "scratch_seeds", "degradation_seeds"):
+        seeds = getattr(plan, name)
+        if len(set(seeds)) != len(seeds):
+            raise PlanError(f"--{name.replace('_', '-')} lists a seed twice ({list(seeds)}): n would count one run "
+                            "twice")
+        if any(s < 0 for s in seeds):
+            raise PlanError(f"--{name.replace('_', '-')} must be >= 0")
+        if any(s >= SEED_LIMIT for s in seeds):  # numpy's seeds are 32-bit: a stage would fail after the others ran
+            raise PlanError(f"--{name.replace('_', '-')} must be < 2**32, got {max(seeds)}")
+    for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
+        if not 0 < getattr(plan, name) < math.inf:
+            raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
+    if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
+        raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
+    _validate_data(plan)
+
+
+def _validate_data(plan: MainJobPlan) -> None:
+    """The data, the scale and the GPUs go together (the files themselves: data.check_data)."""
+    if plan.scale not in SCALES:
+        raise PlanError(f"--scale {plan.scale!r}: one of {', '.join(SCALES)}")
+    if plan.scale == "paper" and plan.detect_data.embedded:
+        raise PlanError("--scale paper: the paper configs train on COCO or VOC; give --detect-coco or --detect-voc")
+    if plan.scale == "paper" and plan.pretrain_data.embedded and plan.pretrained_here():
+        raise PlanError(f"--scale paper: {', '.join(plan.pretrained_here())} would pretrain on the 32-px embedded "
+                        "composites; give --pretrain-data DIR (ImageNet layout) or --weights MODEL=FILE")
+    if plan.selection and not (plan.detect_data.embedded and plan.pretrain_data.embedded):
+        raise PlanError("--selection holds out part of the embedded training data; with your own data, give a "
+                        "held-out split as the test set (--detect-coco / --detect-voc) instead")
+    if plan.gpus < 0:
+        raise PlanError(f"--gpus-per-stage must be >= 0, got {plan.gpus}")
+
+
+def detection_backbones() -> list[str]:
+    """The registered backbones a detection leg can be built on (the main job's --backbones choices)."""
+    return [m for m in list_models() if model_info(m).detection_design is not None]
+
+
+def _validate_weights(plan: MainJobPlan) -> None:
+    """--weights / --weights-top1 name backbones of the job, once each, with a top-1 accuracy in [0, 100]."""
+    for option, pairs in (("--weights", plan.weights), ("--weights-top1", plan.weights_top1)):
+        models = [m for m, _ in pairs]
+        for m in models:
+            if m not in plan.backbones:
+                raise PlanError(f"{option} {m}=...: {m!r} is not one of --backbones ({' '.join(plan.backbones)})")
+        if len(set(models)) != len(models):
+            raise PlanError(f"{option} names a backbone twice ({', '.join(models)})")
+    for m, top1 in plan.weights_top1:
+        if plan.weights_of(m) is None:
+            raise PlanError(f"--weights-top1 {m}=...: {m} has no --weights file (its top-1 is measured here)")
+        if not 0.0 <= top1 <= 100.0:
+            raise PlanError(f"--weights-top1 {m}={top1:g}: a top-1 accuracy in percent, 0 to 100")
+    for m, f in plan.weights:
+        if not Path(f).is_file():
+            raise PlanError(f"--weights {m}={f}: no such file")
+
+
+def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
+    """(arm a, arm b) -> the config keys whose values differ between the two arms' legs of `model`, read from the
+    resolved configs the stages would train with (Detectron2's defaults, the config files, the command line;
+    the weights are not read: they do not exist before the job). SEED and OUTPUT_DIR aside."""
+    from ..config import get_detection_cfg
+    from ..report.groups import config_differences
+
+    probe = Path("<job>")  # the legs' own paths: only whether MODEL.WEIGHTS is set matters to the diff
+    resolved = {}
+    out = {}
+    for comparison in arm_comparisons(plan.arms):
+        for arm in (comparison.a, comparison.b):
+            if arm not in resolved:
+                weights = probe / "pretrain" / "weights.pth" if ARMS[arm].pretrained else None
+                files, opts = plan.detect_config(model, arm, weights, 0, probe / "detect" / arm)
+                resolved[arm] = get_detection_cfg(files, opts, read_weights=False)
+        out[(comparison.a, comparison.b)] = config_differences(resolved[comparison.a], resolved[comparison.b])
+    return out
+
+
+def check_pretrained_weights_fit(plan: MainJobPlan) -> None:
+    """Stop (PlanError) before anything trains when weights would not load into the detection legs that start from
+    them (a VGG-16 job once pretrained with GN and failed at its first detection leg, 25 minutes in): a file given
+    with --weights is read (safely: no pickled code runs) and loaded as it is; for a pretraining stage, its net is
+    built as the stage builds it, saved as train_cls saves it. Either is loaded strictly, classifier aside, into the
+    `backbones` model its detection config builds. Seconds a backbone at width 0.25."""
+    import tempfile
+
+    from backbones import create_model, save_pretrained
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in plan.backbones:
+            for arm in (ARMS[a] for a in plan.arms if ARMS[a].pretrained):
+                given = plan.weights_of(model)
+                if given is not None:
+                    what = f"--weights {model}={given}"
+                    weights = given
+                else:
+                    what = f"{model}: the {arm.pretrain_norm} pretraining net"
+                    net = create_model(model, num_classes=10, **plan.pretrain_options(model, arm.pretrain_norm))
+                    weights = save_pretrained(net, Path(tmp) / f"{model}_{arm.name}.pth")
+                _check_fit(plan, model, arm.name, weights, what, Path(tmp))
+
+
+def _check_fit(plan: MainJobPlan, model: str, arm: str, weights: Path, what: str, tmp: Path) -> None:
+    """Load `weights` as the arm's detection legs will (their resolved config, the weights' conventions applied);
+    PlanError naming the keys or the reason, one line."""
+    from backbones import IncompatibleWeightsError, load_pretrained
+    from backbones.checkpoint_io import CheckpointReadError
+    from backbones.weight_formats import FormatError, MetadataError
+
+    from ..config import get_detection_cfg
+    from ..modeling.backbone import backbone_spec_from_cfg
+
+    files, opts = plan.detect_config(model, arm, weights, 0, tmp)
+    try:
+        target = backbone_spec_from_cfg(get_detection_cfg(files, opts)).build()
+        load_pretrained(target, weights, strict=True, drop_classifier=True)
+    except IncompatibleWeightsError as err:
+        r = err.report
+        misfits = [f"{title} ({len(keys)}): {', '.join(map(str, keys[:2]))}"
+                   for title, keys in (("unexpected in checkpoint", r.unexpected), ("missing", r.missing),
+                                       ("other shapes", [f"{k} {tuple(a)} vs {tuple(b)}" for k, a, b, *_
+                                                         in r.shape_mismatch]),
+                                       ("other options", r.option_mismatches),
+                                       ("unusable values", r.bad_values)) if keys]
+        hint = " (--width sets the width the job builds its nets at)" if r.shape_mismatch else ""
+        raise PlanError(f"{what} does not load into the detection legs of arm {arm} (width {plan.width:g}): "
+                        f"{'; '.join(misfits)}{hint}") from None
+    except (CheckpointReadError, FormatError, MetadataError, ValueError, OSError) as err:
+        raise PlanError(f"{what}: {err}") from None
+
+
+def check_arms(plan: MainJobPlan) -> list[str]:
+    """Stop (PlanError) before anything trains when two compared arms' configs differ in a key their factor does not
+    name, naming the keys; with plan.allow_unfair the differences are returned for the report to print instead."""
+    overridden = []
+    for model in plan.backbones:
+        for (a, b), differences in arm_differences(plan, model).items():
+            comparison = next(c for c in arm_comparisons(plan.arms) if (c.a, c.b) == (a, b))
+            extra = unfair_keys(differences, comparison)
+            if not extra:
+                continue
+            keys = ", ".join(f"{k} ({differences[k][0]} vs {differences[k][1]})" for k in extra)
+            text = f"{model}: arms {a} and {b} differ in {keys}, beyond their factor ({comparison.factor})"
+            if not plan.allow_unfair:
+                raise PlanError(f"{text}: an unfair comparison; make the configs agree, or pass --allow-unfair-arms "
+                                "and the report prints this")
+            overridden.append(text)
+    return overridden

@@ -1,0 +1,245 @@
+"""The main job's data: what it pretrains on and what its detection legs train and are scored on, as inputs of the
+job. The embedded default (generated here), or a researcher's own:
+
+- pretraining: the embedded composites, an ImageNet-style folder (`<root>/train/<class>/*`, `<root>/val/<class>/*`:
+  tools/train_cls.py's `imagefolder`), or nothing at all when every backbone comes from --weights;
+- detection: the embedded scenes, a COCO json + image root for train and for test (COCO, or any COCO-format set),
+  or a VOC-layout directory with a train and a test split (tools/train_det.py's --dataset-coco / --dataset-voc).
+
+The class list comes from the data (COCO: the categories, identical in train and test; VOC: the names its train
+split's annotations use, which the test split's must be among) and sets the legs' ROI_HEADS.NUM_CLASSES: nothing
+downstream assumes the embedded set's 4 classes. A job on real data records its data's identity (the annotation
+files' sha256, an image folder's listing) in OUTPUT/main_job_data.json; a rerun on changed files is refused, as a
+stage trained from changed weights is."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from backbones.checkpoint_io import atomic_write_text
+from classification.engine.run_files import JOB_DATA, RunFileError, read_json
+
+__all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
+           "check_data", "data_identity", "check_data_identity", "record_data_identity", "folder_train_images"]
+
+EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
+# The names the job registers its detection data under in every leg (train_det's --dataset-coco / --dataset-voc);
+# the report names the data by its files, not by these.
+TRAIN_NAME, TEST_NAME = "main_job_train", "main_job_test"
+
+
+class DataError(ValueError):
+    """Data the job cannot run on: the message names the file and the option (a PlanError subclass's sibling:
+    cli.py turns both into one line)."""
+
+
+@dataclass(frozen=True)
+class PretrainData:
+    """What pretraining stages read: None = the embedded composites; a folder = ImageNet layout (train/ and val/)."""
+
+    folder: str | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return self.folder is None
+
+    def describe(self) -> str:
+        return "the embedded composites" if self.embedded else f"the image folder {self.folder}"
+
+
+@dataclass(frozen=True)
+class DetectData:
+    """What detection legs train on (train) and are scored on (test): (json, image root) for COCO, (directory,
+    split) for VOC, () for the embedded scenes. `classes` is filled by check_data from the files."""
+
+    format: str = EMBEDDED
+    train: tuple[str, ...] = ()
+    test: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+
+    @property
+    def embedded(self) -> bool:
+        return self.format == EMBEDDED
+
+    def option(self) -> str:
+        """The option that gave the data, for messages."""
+        return {COCO: "--detect-coco", VOC: "--detect-voc"}.get(self.format, "--detect-data")
+
+    def annotation_files(self) -> list[Path]:
+        """The files whose content defines the data: the two jsons (COCO), the two split files (VOC)."""
+        if self.format == COCO:
+            return [Path(self.train[0]), Path(self.test[0])]
+        if self.format == VOC:
+            return [Path(d) / "ImageSets" / "Main" / f"{s}.txt" for d, s in (self.train, self.test)]
+        return []
+
+    def describe(self) -> str:
+        if self.embedded:
+            return "the embedded scenes"
+        what = {COCO: "COCO json", VOC: "VOC split"}[self.format]
+        return (f"{what} {self._side(self.train)} -> {self._side(self.test)} "
+                f"({len(self.classes)} classes)")
+
+    def _side(self, side: tuple[str, ...]) -> str:
+        return Path(side[0]).name if self.format == COCO else f"{side[0]} [{side[1]}]"
+
+    def register_flags(self) -> list[str]:
+        """tools/train_det.py's flags that register the data under TRAIN_NAME / TEST_NAME ([] for embedded)."""
+        if self.format == COCO:
+            return ["--dataset-coco", TRAIN_NAME, *self.train, "--dataset-coco", TEST_NAME, *self.test]
+        if self.format == VOC:
+            return ["--dataset-voc", TRAIN_NAME, *self.train, "--dataset-voc", TEST_NAME, *self.test,
+                    "--voc-classes", ",".join(self.classes)]
+        return []
+
+    def overrides(self, selection: bool) -> list[str]:
+        """The config overrides that point a leg at the data and size its classifier from the data's classes."""
+        if self.embedded:
+            return (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
+                    if selection else [])
+        return ["DATASETS.TRAIN", f'("{TRAIN_NAME}",)', "DATASETS.TEST", f'("{TEST_NAME}",)',
+                "MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))]
+
+    def register(self) -> None:
+        """Register the test set under TEST_NAME in this process (the main job's chance level reads it)."""
+        from ..datasets import register_coco, register_voc
+
+        if self.format == COCO:
+            register_coco(TEST_NAME, *self.test)
+        elif self.format == VOC:
+            register_voc(TEST_NAME, *self.test, class_names=list(self.classes))
+
+
+def check_data(pretrain: PretrainData, detect: DetectData, *, present: bool = True) -> DetectData:
+    """The detection data with its classes read from the files; DataError naming the file and the option for data
+    that is missing, empty or inconsistent (a COCO json whose categories differ between train and test, a VOC split
+    naming absent annotations). present=False (a dry run): nothing is read; absent files are fine."""
+    if not present:
+        return detect
+    if pretrain.folder is not None:
+        _check_folder(Path(pretrain.folder))
+    if detect.format == COCO:
+        return _check_coco(detect)
+    if detect.format == VOC:
+        return _check_voc(detect)
+    return detect
+
+
+def _check_folder(root: Path) -> None:
+    """An ImageNet-style folder: train/ and val/ with the same class directories, each with images."""
+    from classification.data.datasets import ImageFolderDataset
+
+    for split in ("train", "val"):
+        try:
+            ImageFolderDataset(root, split)
+        except (OSError, ValueError) as err:
+            raise DataError(f"--pretrain-data {root}: {err}") from None
+
+
+def folder_train_images(folder: str) -> int:
+    """Training images of an ImageNet-style folder (the pretraining stages' epoch length)."""
+    from classification.data.datasets import ImageFolderDataset
+
+    return len(ImageFolderDataset(folder, "train"))
+
+
+def _check_coco(detect: DetectData) -> DetectData:
+    from ..datasets.coco import DatasetFormatError, read_coco_json
+
+    categories = []
+    for (json_file, image_root), side in ((detect.train, "train"), (detect.test, "test")):
+        if not Path(image_root).is_dir():
+            raise DataError(f"--detect-coco: {side} image root {image_root}: no such directory")
+        try:
+            data = read_coco_json(json_file)
+        except (OSError, DatasetFormatError) as err:
+            raise DataError(f"--detect-coco: {err}") from None
+        cats = data.get("categories")
+        if not isinstance(cats, list) or not cats or not all(isinstance(c, dict) for c in cats):
+            raise DataError(f"--detect-coco: {json_file}: no 'categories' list (a COCO instances file names its "
+                            "classes there)")
+        if not data.get("images"):
+            raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
+        categories.append(sorted((c.get("id"), c.get("name")) for c in cats))
+    if categories[0] != categories[1]:
+        only_train = sorted(set(categories[0]) - set(categories[1]))[:3]
+        only_test = sorted(set(categories[1]) - set(categories[0]))[:3]
+        raise DataError(f"--detect-coco: the categories of {detect.train[0]} and {detect.test[0]} differ (only in "
+                        f"train: {only_train}, only in test: {only_test}): a class index would mean another class "
+                        "in evaluation")
+    return DetectData(COCO, detect.train, detect.test, tuple(str(name) for _, name in categories[0]))
+
+
+def _check_voc(detect: DetectData) -> DetectData:
+    from ..datasets.validation import DatasetFormatError
+    from ..datasets.voc import VOCFormatError, discover_voc_classes
+
+    found = []
+    for (dirname, split), side in ((detect.train, "train"), (detect.test, "test")):
+        if not Path(dirname).is_dir():
+            raise DataError(f"--detect-voc {dirname}: no such directory")
+        try:
+            found.append(discover_voc_classes(dirname, split))  # reads every annotation the split names
+        except (OSError, VOCFormatError, DatasetFormatError) as err:
+            raise DataError(f"--detect-voc ({side} split {split!r}): {err}") from None
+        if not found[-1]:
+            raise DataError(f"--detect-voc {dirname} [{split}]: its annotations name no object")
+    unknown = sorted(set(found[1]) - set(found[0]))
+    if unknown:
+        raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split "
+                        f"{detect.train[1]!r} has no object of: {unknown[:5]} (a detector cannot learn them)")
+    return DetectData(VOC, detect.train, detect.test, tuple(found[0]))
+
+
+# ---- the data's identity: a rerun on changed files is refused ----------------------------------------------------
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _listing(root: Path) -> str:
+    """An image folder's identity without reading its images: every file's relative path and size."""
+    h = hashlib.sha256()
+    for split in ("train", "val"):
+        for dirpath, dirnames, filenames in os.walk(root / split):
+            dirnames.sort()
+            for name in sorted(filenames):
+                p = Path(dirpath) / name
+                h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
+    return "listing-sha256:" + h.hexdigest()
+
+
+def data_identity(pretrain: PretrainData, detect: DetectData) -> dict[str, str]:
+    """File or folder -> its identity, for data the job did not generate ({} on the embedded default)."""
+    out = {str(p): _sha256(p) for p in detect.annotation_files()}
+    if pretrain.folder is not None:
+        out[pretrain.folder] = _listing(Path(pretrain.folder))
+    return out
+
+
+def check_data_identity(out: Path, identity: dict[str, str]) -> None:
+    """DataError when the job in `out` recorded other data: the files named, nothing changed."""
+    try:
+        before = read_json(out / JOB_DATA)
+    except RunFileError as err:
+        raise DataError(f"{err}: the job's data record is unreadable") from None
+    if before is None:  # no record: a new job, or one on the embedded default
+        before = {}
+    if not isinstance(before, dict) or not all(isinstance(v, str) for v in before.values()):
+        raise DataError(f"{out / JOB_DATA}: not the job's data record; delete it only if the stages under {out} "
+                        "were made from the data given now")
+    changed = sorted(k for k in set(before) | set(identity) if before.get(k) != identity.get(k))
+    if changed:
+        how = "changed since" if changed[0] in before and changed[0] in identity else "is not what"
+        raise DataError(f"{out} was run on other data ({changed[0]} {how} {out / JOB_DATA} recorded): its stages "
+                        "would mix two datasets; rerun with --fresh, or give another --output-dir")
+
+
+def record_data_identity(out: Path, identity: dict[str, str]) -> None:
+    if identity:
+        atomic_write_text(out / JOB_DATA, json.dumps(identity, indent=1, sort_keys=True))

@@ -1,0 +1,233 @@
+"""The main job's options (tools/main_job.py --help): the preset, the data and scale, the backbones and their
+weights, the schedules, how the stages run; `plan_from_args` turns them into a validated MainJobPlan (one-line
+PlanError naming the option otherwise). The job itself: cli.py."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from classification.analysis.degradation import RECIPE
+
+from .arms import ARMS
+from .checks import validate_plan
+from .data import COCO, VOC, DetectData, PretrainData
+from .paper_cost import DEFAULT_TFLOPS
+from .plan import DEFAULT_PRESET, PAPER_SCALE, PRESETS, SCALES, MainJobPlan, PlanError
+
+__all__ = ["build_parser", "plan_from_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_job_arguments(ap)
+    _add_data_arguments(ap)
+    _add_backbone_arguments(ap, MainJobPlan())
+    _add_schedule_arguments(ap)
+    _add_execution_arguments(ap)
+    return ap
+
+
+def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
+    """The preset, where the job writes, and what kind of run it is."""
+    ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
+                    help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
+                         "seed per leg, ~12 min on 2 cores; full "
+                         "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
+                         "degradation experiment alone, 3 seeds, <= 150 min; family: six backbones of three families "
+                         "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
+                         "quick (make demo-quick): every arm at smoke scale, not converged. Options below override "
+                         "the preset")
+    ap.add_argument("--output-dir", default=None,
+                    help="every stage, the report and the summary go here (default: output/main_job for full, "
+                         "output/main_job_<preset> otherwise)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="delete the stages, report and summary this job made under OUTPUT first, then run all")
+    ap.add_argument("--selection", action="store_true",
+                    help="model selection on held-out training data (pretraining: the last 5,000 train items; "
+                         "detection: embedded_train_fit -> embedded_train_holdout); never the val split")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the stages and the estimated minutes here, and the GPU-hours the comparison would "
+                         "take at the paper's scale (an estimate from mult-adds); run nothing")
+    ap.add_argument("--gpu-tflops", type=float, default=DEFAULT_TFLOPS,
+                    help="--dry-run: the sustained TFLOP/s per GPU assumed for the paper-scale estimate "
+                         f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
+
+
+def _add_data_arguments(ap: argparse.ArgumentParser) -> None:
+    """What the job pretrains on, what its detectors train and are scored on, and at which scale (data.py)."""
+    g = ap.add_argument_group("data and scale (default: the embedded set, generated here, at embedded scale)")
+    g.add_argument("--pretrain-data", metavar="DIR", default=None,
+                   help="pretrain on an ImageNet-style folder (DIR/train/<class>/*, DIR/val/<class>/*: tools/"
+                        "train_cls.py's imagefolder) instead of the embedded composites; a backbone given with "
+                        "--weights is not pretrained")
+    data = g.add_mutually_exclusive_group()
+    data.add_argument("--detect-coco", nargs=4, metavar=("TRAIN_JSON", "TRAIN_IMAGES", "TEST_JSON", "TEST_IMAGES"),
+                      default=None, help="train every detection leg on a COCO-format json + image root and score "
+                                         "it on another; the classes are the jsons' categories (the same in both)")
+    data.add_argument("--detect-voc", nargs=3, metavar=("DIR", "TRAIN_SPLIT", "TEST_SPLIT"), default=None,
+                      help="train on a VOC-layout directory's TRAIN_SPLIT (ImageSets/Main/TRAIN_SPLIT.txt) and score "
+                           "on its TEST_SPLIT (VOC 07 11-point AP50 and area AP); the classes are the ones the "
+                           "train split's annotations name")
+    g.add_argument("--scale", choices=SCALES, default=None,
+                   help="embedded (default): every leg at smoke scale (128-px images, the job's width and "
+                        "iterations) -- what a CPU runs, on any data; paper: the paper configs' schedules, image "
+                        "sizes, batch and lr at full width (configs/COCO-Detection, configs/PascalVOC-Detection), "
+                        "linearly scaled to --gpus-per-stage; pretraining with the ImageNet recipe (60e4 iterations "
+                        "of 256)")
+    g.add_argument("--gpus-per-stage", type=int, default=0,
+                   help="GPUs each stage trains on, one process each (the tools' --num-gpus; with --slurm, each "
+                        "stage job's GPUs); 0: one CPU process per stage")
+
+
+def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None:
+    """Which backbones, from which weights, at which width, in which arms."""
+    ap.add_argument("--with-plain", action="store_true", help="add plain-101 (pretrained + scratch)")
+    ap.add_argument("--backbones", nargs="+", default=None, help=f"default: {' '.join(d.backbones)}")
+    ap.add_argument("--weights", action="append", default=[], metavar="MODEL=FILE",
+                    help="start MODEL's pretrained legs from FILE (torchvision, timm, Detectron2 .pkl, MSRA-converted "
+                         "or this project's checkpoints; read without running pickled code) instead of pretraining "
+                         "it here; repeatable. Checked before anything trains")
+    ap.add_argument("--weights-top1", action="append", default=[], metavar="MODEL=PERCENT",
+                    help="the top-1 accuracy published with MODEL's --weights file (the leaderboard marks it "
+                         "'published'); without it: the file's metadata, else measured on the embedded val items")
+    ap.add_argument("--width", type=float, default=None,
+                    help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
+                    help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
+                         "frozenbn_pretrained gn_scratch)")
+    ap.add_argument("--allow-unfair-arms", action="store_true",
+                    help="run compared arms whose configs differ in keys their factor does not name (the job stops "
+                         "naming them otherwise); the report prints the differences")
+
+
+def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
+    """Seeds, schedules and the degradation experiment (each overrides the preset)."""
+    ap.add_argument("--pretrain-seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--seeds", "--detect-seeds", dest="detect_seeds", type=int, nargs="+", default=None,
+                    help="detection seeds, nested under every pretraining seed")
+    ap.add_argument("--scratch-seeds", type=int, nargs="+", default=None,
+                    help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
+                         "full: 0 1 2)")
+    ap.add_argument("--pretrain-epochs", type=float, default=None)
+    ap.add_argument("--pretrain-images", type=int, default=None,
+                    help="use only the first N training items (default: all)")
+    ap.add_argument("--pretrain-val-images", type=int, default=None)
+    ap.add_argument("--detect-iterations", type=int, default=None)
+    ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
+                    help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
+                         "6, 7; on in the full preset)")
+    ap.add_argument("--without-degradation", dest="degradation", action="store_false")
+    ap.add_argument("--degradation-iterations", type=int, default=None)
+    ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
+    ap.add_argument("--degradation-preact", action=argparse.BooleanOptionalAction, default=None,
+                    help="pre-activation units (He et al. 2016) for the four nets (default: --no-degradation-preact, "
+                         "the paper's 2015 units)")
+    ap.add_argument("--degradation-warmup-fraction", type=float, default=None,
+                    help=f"every degradation net's linear warm-up from lr x{RECIPE.warmup_factor:g}, a fraction of "
+                         f"the run (default: {RECIPE.warmup_fraction:g}; 0: none)")
+
+
+def _add_execution_arguments(ap: argparse.ArgumentParser) -> None:
+    """How the stages run: here (jobs x threads) or on Slurm."""
+    cpus = os.cpu_count() or 1
+    ap.add_argument("--jobs", type=int, default=min(2, cpus),
+                    help="stages run at once (default: 2 on 2+ cores -- measured faster than one stage with 2 "
+                         "threads, tools/benchmark.py main_job)")
+    ap.add_argument("--threads", type=int, default=None, help="threads per stage (default: cores / jobs)")
+    g = ap.add_argument_group("Slurm (one job per stage, afterok dependencies, the report last)")
+    g.add_argument("--slurm", action="store_true", help="submit the stages to Slurm instead of running them here")
+    g.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's default)")
+    g.add_argument("--timeout", type=int, default=240, help="minutes per stage job (requeued and resumed after)")
+    g.add_argument("--report-only", action="store_true",
+                   help="only write the report and summary of finished stages (the last job of --slurm)")
+
+
+def plan_from_args(args) -> MainJobPlan:
+    base = replace(MainJobPlan(), **PRESETS[args.preset])
+    backbones = tuple(args.backbones) if args.backbones else base.backbones
+    extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
+    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
+    for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
+                        ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
+                        ("pretrain_val_images", args.pretrain_val_images),
+                        ("detect_iterations", args.detect_iterations),
+                        ("degradation_iterations", args.degradation_iterations),
+                        ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
+                        ("degradation_preact", args.degradation_preact),
+                        ("degradation_warmup_fraction", args.degradation_warmup_fraction), ("arms", args.arms)):
+        if value is not None:
+            changes[name] = tuple(value) if isinstance(value, list) else value
+    if args.weights:
+        changes["weights"] = tuple((m, str(Path(f).expanduser().resolve()))
+                                   for m, f in map(lambda t: _pair("--weights", t), args.weights))
+    if args.weights_top1:
+        changes["weights_top1"] = tuple((m, _number("--weights-top1", m, v))
+                                        for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
+    if args.width is not None:
+        changes["width"] = args.width
+    if args.degradation is not None:
+        changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
+    changes["allow_unfair"] = args.allow_unfair_arms
+    changes |= _data_changes(args, base)
+    plan = replace(base, **changes)
+    validate_plan(plan)
+    return plan
+
+
+def _data_changes(args, base: MainJobPlan) -> dict:
+    """The data, scale and GPUs the options give (paths resolved here: a stage runs in the checkout), over the
+    preset's; a preset's own data is under $DETECTRON2_DATASETS (default ./datasets, Detectron2's layout); at
+    paper scale the paper's width and pretraining batch unless --width says otherwise."""
+    root = Path(os.environ.get("DETECTRON2_DATASETS", "datasets"))
+    folder = args.pretrain_data or (root / base.pretrain_data.folder if base.pretrain_data.folder else None)
+    changes = {"gpus": args.gpus_per_stage, "pretrain_data": PretrainData(_resolve(folder) if folder else None),
+               "detect_data": _under(root, base.detect_data)}
+    if args.detect_coco:
+        tj, ti, vj, vi = map(_resolve, args.detect_coco)
+        changes["detect_data"] = DetectData(COCO, (tj, ti), (vj, vi))
+    elif args.detect_voc:
+        d, train, test = args.detect_voc
+        changes["detect_data"] = DetectData(VOC, (_resolve(d), train), (_resolve(d), test))
+    scale = args.scale or base.scale
+    changes["scale"] = scale
+    if scale == "paper" and base.scale != "paper":
+        changes |= PAPER_SCALE
+    if args.width is not None:
+        changes["width"] = args.width
+    return changes
+
+
+def _resolve(path) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+def _under(root: Path, data: DetectData) -> DetectData:
+    """A preset's detection data with its paths under the datasets root (a VOC split's name is not a path)."""
+    if data.embedded:
+        return data
+    side = (lambda t: (_resolve(root / t[0]), _resolve(root / t[1]))) if data.format == COCO else \
+        (lambda t: (_resolve(root / t[0]), t[1]))
+    return DetectData(data.format, side(data.train), side(data.test))
+
+
+def _pair(option: str, text: str) -> tuple[str, str]:
+    """MODEL=VALUE of a repeatable option; PlanError naming the option otherwise."""
+    model, sep, value = text.partition("=")
+    if not sep or not model or not value:
+        raise PlanError(f"{option} {text!r}: expected MODEL=VALUE")
+    return model, value
+
+
+def _number(option: str, model: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise PlanError(f"{option} {model}={value}: not a number") from None
+    if x != x:  # NaN passes every range check
+        raise PlanError(f"{option} {model}={value}: not a number")
+    return x
+
+
