@@ -330,6 +330,14 @@ def _runs_below(paths) -> str:
     return ""
 
 
+def _load_runs(run_dirs: list, names: list[str] | None) -> list[RunResult]:
+    """Each run directory as a RunResult, with its GMACs."""
+    runs = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
+    for r in runs:
+        r.gmacs = run_gmacs(r.config)
+    return runs
+
+
 def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, *, baseline: str | None = None,
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
@@ -352,9 +360,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     _check_run_dirs(run_dirs, sections)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    runs: list[RunResult] = [load_run(p, n) for p, n in zip(run_dirs, names or [None] * len(run_dirs))]
-    for r in runs:
-        r.gmacs = run_gmacs(r.config)
+    runs = _load_runs(run_dirs, names)
     groups = group_runs(runs, groups, given_checkpoints=given_checkpoints)
     kinds = [k for k in RESULT_KINDS if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
     zoo, zoo_json, csv_rows = _results_sections(groups, kinds)

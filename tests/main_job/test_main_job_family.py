@@ -11,6 +11,7 @@ import torch
 import torchvision
 
 from conftest import run_tool
+from detection.main_job.checks import validate_plan
 from detection.main_job.cli import main
 from detection.main_job.family import (
     MEASURED,
@@ -23,7 +24,6 @@ from detection.main_job.family import (
     spearman,
     transfer_correlation,
 )
-from detection.main_job.checks import validate_plan
 from detection.main_job.plan import MainJobPlan, PlanError, plan_stages
 from detection.report.comparison import spread
 

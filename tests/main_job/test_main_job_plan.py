@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conftest import REPO, run_tool
-from detection.main_job.cli import build_parser, plan_from_args
 from detection.main_job.checks import check_arms, validate_plan
+from detection.main_job.cli import build_parser, plan_from_args
 from detection.main_job.plan import (
     PRESETS,
     MainJobPlan,
