@@ -228,8 +228,8 @@ def check_data_identity(out: Path, identity: dict[str, str]) -> None:
         before = read_json(out / JOB_DATA)
     except RunFileError as err:
         raise DataError(f"{err}: the job's data record is unreadable") from None
-    if before is None:  # no record: a new job, or one on the embedded default
-        before = {}
+    if before is None:  # no record: a new job, or one on the embedded default (whose stages' commands say so)
+        return
     if not isinstance(before, dict) or not all(isinstance(v, str) for v in before.values()):
         raise DataError(f"{out / JOB_DATA}: not the job's data record; delete it only if the stages under {out} "
                         "were made from the data given now")

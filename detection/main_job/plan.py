@@ -88,7 +88,8 @@ class MainJobPlan:
     pretrain_image_size: int = 32  # Fashion-MNIST items on 32x32 backgrounds
     pretrain_epochs: float = 32.0  # passes over the training items; held-out error: 16 -> 32 moved ResNet-101 by
     #                                1.9 points, 32 -> 64 VGG-16(BN) by 1.3 (16 -> 32: 2.6; CONVERGENCE.md)
-    pretrain_batch: int = 128  # fills 2 cores (tools/benchmark.py main_job section)
+    pretrain_batch: int = 128  # fills 2 cores (tools/benchmark.py main_job section); the global batch: a stage
+    #                            with `gpus` processes gives each pretrain_batch / gpus (train_cls's batch is each's)
     pretrain_seeds: tuple[int, ...] = (0, 1)  # initialisation, data order and augmentation of the pretraining
     pretrain_val_images: int = 2000  # the first 2,000 Fashion-MNIST test items, composited
     pretrain_train_images: int | None = None  # None: all training items (60,000 for Fashion-MNIST)
@@ -177,7 +178,7 @@ class MainJobPlan:
         dataset, val = self._pretrain_data_args()
         return [str(project_files().tool("train_cls.py")), "--model", model,
                 *_model_option_args(self.pretrain_options(model, norm)), *dataset,
-                "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch),
+                "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch // max(1, self.gpus)),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
                 "--eval-period", str(max(1, iterations // 8)), "--checkpoint-period", str(max(1, iterations // 8)),
                 "--keep-checkpoints", "1",  # a resume needs the newest; an hour-long stage loses at most 1/8

@@ -243,8 +243,9 @@ def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[st
 def data_text(plan: MainJobPlan, manifest: dict | None) -> str:
     """The data a job ran on, in words: the embedded set's manifest, or the files given (data.py)."""
     if not plan.detect_data.embedded:
-        return (f"{plan.detect_data.describe()}, pretraining on {plan.pretrain_data.describe()}, "
-                f"{plan.scale} scale")
+        pretraining = (f"pretraining on {plan.pretrain_data.describe()}" if plan.pretrained_here() else
+                       "no pretraining here (every backbone from --weights)")
+        return f"{plan.detect_data.describe()}, {pretraining}, {plan.scale} scale"
     where = "held-out training data (model selection)" if plan.selection else \
         f"embedded default, {manifest['counts']['val']['images']} val images"
     return f"{where} ({manifest['source']} objects, classes {', '.join(manifest['classes'])})"
@@ -266,7 +267,9 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
         if g.unit == FINE_TUNING_RUN:
             lines.append(f"  {'':<30} {given_unit_text(g)}")
         ap50 = s.get("AP50")
-        if ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
+        if ap50 is not None and g.unit == FINE_TUNING_RUN and ap50.sd_between is not None:
+            lines.append(f"  {'':<30} AP50 sd between fine-tuning runs {ap50.sd_between:.1f}")
+        elif ap50 is not None and (ap50.sd_between is not None or ap50.sd_within is not None):
             b, w = ap50.sd_between, ap50.sd_within
             lines.append(f"  {'':<30} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
                          f"within a pretraining seed (detection seeds) {'—' if w is None else f'{w:.1f}'}")

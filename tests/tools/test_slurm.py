@@ -188,3 +188,43 @@ def test_the_main_job_as_a_slurm_job_graph_reports_what_a_local_run_reports(slur
             del row[key]
     assert here == there
     assert (tmp_path / "slurm" / "report" / "report.html").is_file()
+
+
+def test_a_real_data_main_job_on_slurm_survives_a_requeue_and_reports_what_a_local_run_reports(slurm_cluster,
+                                                                                              tmp_path):
+    """The real-data path on the cluster: --detect-coco files (the embedded set exported) and a --weights file, one
+    Slurm job per stage; the stage is requeued by Slurm once after its first checkpoint, resumes from it, and the
+    job's results equal those of the same job run here."""
+    import torchvision
+
+    from detection.datasets.export import export_embedded
+
+    files = export_embedded(tmp_path / "data", classification=False)
+    weights = tmp_path / "resnet18.pth"
+    torch.manual_seed(0)
+    torch.save(torchvision.models.resnet18().state_dict(), weights)
+    job = ["--preset", "quick", "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1",
+           "--arms", "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "8", "--threads", "1",
+           "--detect-coco", *files.coco_args()]
+    submitted = run_tool("tools/main_job.py", "--slurm", "--output-dir", tmp_path / "slurm", *job, env=ENV,
+                         timeout=300)
+    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
+    stage_id, report_id = re.findall(r"submitted (\d+): ", submitted.stdout)
+    leg = tmp_path / "slurm" / "detect" / "resnet18_frozenbn_pretrained_given_d0"
+    deadline = time.time() + 300
+    while not (leg / "last_checkpoint").is_file():  # iteration 4 of 8 (the main job checkpoints at half)
+        assert time.time() < deadline, (leg / "stage.log").read_text()[-3000:]
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "requeue", stage_id], check=True)
+    local = run_tool("tools/main_job.py", "--output-dir", tmp_path / "local", *job, env=ENV, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    for j in (stage_id, report_id):
+        _wait(j, tmp_path / "slurm", timeout=600)
+    assert re.search(r"Starting training from iteration [1-9]", (leg / "log.txt").read_text())
+    results = tmp_path / "slurm" / "results.json"
+    assert results.is_file(), (tmp_path / "slurm" / "slurm" / "report.log").read_text()[-3000:]
+    here, there = (json.loads(p.read_text()) for p in (results, tmp_path / "local" / "results.json"))
+    for row in here["leaderboard"] + there["leaderboard"]:
+        for key in COST_FIELDS:
+            del row[key]
+    assert here == there and here["groups"][0]["unit"] == "fine-tuning run"

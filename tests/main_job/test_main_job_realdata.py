@@ -1,0 +1,244 @@
+"""The main job on a researcher's data (detection/main_job/data.py): a COCO json + images, a VOC layout, an
+ImageNet-style folder, published weights, the paper configs at paper scale; the embedded set exported to those
+formats gives the embedded path's numbers; bad data stops the job in one line before anything is created."""
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+import torchvision
+
+from conftest import run_tool
+from detection.datasets.export import export_embedded
+from detection.main_job.cli import main
+from detection.main_job.data import COCO, VOC, DetectData, PretrainData, check_data_identity
+from detection.main_job.plan import MainJobPlan, plan_stages
+
+TINY = ["--preset", "quick", "--width", "1", "--arms", "frozenbn_pretrained", "--detect-iterations", "2"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """The embedded set as a user's files: COCO json + images and a VOC layout (detection only)."""
+    return export_embedded(tmp_path_factory.mktemp("export") / "embedded", classification=False)
+
+
+@pytest.fixture(scope="module")
+def torchvision_files(tmp_path_factory):
+    """ResNet-18 / -34 / -50 state dicts as torchvision saves them (random weights: none can be downloaded here)."""
+    root = tmp_path_factory.mktemp("weights")
+    files = {}
+    for seed, name in enumerate(("resnet18", "resnet34", "resnet50")):
+        torch.manual_seed(seed)
+        files[name] = root / f"{name}_torchvision.pth"
+        torch.save(getattr(torchvision.models, name)().state_dict(), files[name])
+    return files
+
+
+def _coco(tmp_path, exported, *, categories=None, test_images=None):
+    """A copy of the exported COCO files: the test json with other categories, or only its first images."""
+    train, root, test, _ = exported.coco_args()
+    data = json.loads(open(test).read())
+    if categories is not None:
+        data["categories"] = categories
+    if test_images is not None:
+        keep = {im["id"] for im in data["images"][:test_images]}
+        data["images"] = [im for im in data["images"] if im["id"] in keep]
+        data["annotations"] = [a for a in data["annotations"] if a["image_id"] in keep]
+    changed = tmp_path / "instances_test.json"
+    changed.write_text(json.dumps(data))
+    return [train, root, str(changed), root]
+
+
+def _voc(tmp_path, exported, *, test_images):
+    """A copy of the exported VOC layout whose test split lists only its first images."""
+    voc = tmp_path / "voc"
+    shutil.copytree(exported.detection, voc)
+    main = voc / "ImageSets" / "Main"
+    (main / "val_small.txt").write_text("".join((main / "val.txt").read_text().splitlines(True)[:test_images]))
+    return [str(voc), "train", "val_small"]
+
+
+# ---- plans: what each leg is told ---------------------------------------------------------------------------------
+
+def test_coco_and_voc_data_become_each_legs_registration_and_its_class_count(tmp_path):
+    from PIL import Image
+
+    for i, c in enumerate(("a", "b", "a")):  # an ImageNet-style folder of 3 training images: 3 per epoch
+        (tmp_path / "folder" / "train" / c).mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "folder" / "train" / c / f"{i}.png")
+    coco = DetectData(COCO, ("/d/train.json", "/d/img"), ("/d/val.json", "/d/img"), ("a", "b", "c"))
+    plan = MainJobPlan(backbones=("resnet18",), arms=("frozenbn_pretrained",), detect_data=coco, pretrain_batch=1,
+                       pretrain_data=PretrainData(str(tmp_path / "folder")), pretrain_seeds=(0,), detect_seeds=(0,),
+                       pretrain_epochs=2)
+    stages = plan_stages(plan, tmp_path)
+    pretrain, leg = stages
+    assert " ".join(pretrain.argv).count(f"--dataset imagefolder --data-root {tmp_path / 'folder'}") == 1
+    assert pretrain.iterations == 6  # 2 epochs of the folder's 3 images, batch 1
+    argv = " ".join(leg.argv)
+    assert ("--dataset-coco main_job_train /d/train.json /d/img --dataset-coco main_job_test /d/val.json /d/img"
+            in argv)
+    assert 'DATASETS.TRAIN ("main_job_train",) DATASETS.TEST ("main_job_test",) MODEL.ROI_HEADS.NUM_CLASSES 3' in argv
+    voc = DetectData(VOC, ("/voc", "trainval"), ("/voc", "test"), ("cat", "dog"))
+    (leg,) = plan_stages(MainJobPlan(backbones=("resnet18",), arms=("frozenbn_pretrained",), detect_data=voc,
+                                     weights=(("resnet18", "/w.pth"),), detect_seeds=(0,)), tmp_path)
+    assert "--dataset-voc main_job_train /voc trainval --dataset-voc main_job_test /voc test --voc-classes cat,dog" \
+        in " ".join(leg.argv)
+    default = " ".join(a for s in plan_stages(MainJobPlan(), tmp_path) for a in s.argv)
+    assert "--dataset-coco" not in default and "NUM_CLASSES" not in default and "imagefolder" not in default
+
+
+def test_paper_scale_legs_run_the_paper_config_and_scale_linearly_with_their_gpus(tmp_path):
+    """Detectron2 rescales a leg from the config's reference world size (16 images = 8 GPUs x 2) to the GPUs it
+    gets; the stage expects the iterations Detectron2's own auto_scale_workers gives."""
+    from detectron2.engine import DefaultTrainer
+
+    from detection.config import get_detection_cfg
+
+    voc = DetectData(VOC, ("/voc", "trainval"), ("/voc", "test"), tuple("abcdefghijklmnopqrst"))
+    for gpus in (1, 8):
+        plan = MainJobPlan(backbones=("resnet101",), arms=("frozenbn_pretrained",), detect_data=voc, scale="paper",
+                           width=1.0, weights=(("resnet101", "/w.pth"),), detect_seeds=(0,), gpus=gpus)
+        (leg,) = plan_stages(plan, tmp_path)
+        files, opts = plan.detect_config("resnet101", "frozenbn_pretrained", None, 0, tmp_path)
+        assert files[0].endswith("PascalVOC-Detection/faster_rcnn_R_101_C4.yaml") and len(files) == 2  # no smoke
+        cfg = DefaultTrainer.auto_scale_workers(get_detection_cfg(files, opts, read_weights=False), gpus)
+        assert (cfg.SOLVER.IMS_PER_BATCH, cfg.SOLVER.MAX_ITER, leg.iterations) == (2 * gpus, 70000 // gpus,
+                                                                                  70000 // gpus)
+        assert cfg.SOLVER.BASE_LR == pytest.approx(0.008 * gpus / 8) and cfg.MODEL.ROI_HEADS.NUM_CLASSES == 20
+        assert (f"--num-gpus {gpus}" in " ".join(leg.argv)) == (gpus > 0)
+
+
+def test_the_paper_preset_dry_run_prints_its_stages_and_gpu_hours_with_no_dataset_present(tmp_path, monkeypatch,
+                                                                                         capsys):
+    monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path / "datasets"))
+    assert main(["--preset", "paper", "--dry-run", "--gpus-per-stage", "8", "--output-dir",
+                 str(tmp_path / "job")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ABSENT") == 5 and f"{tmp_path}/datasets/coco/annotations/instances_train2014.json" in out
+    legs = re.findall(r"detect +detect/(\w+)_frozenbn_pretrained_p0_d\d +(\d+) it +(\d+) GPU-h", out)
+    assert len(legs) == 10 and {(m, it) for m, it, _ in legs} == {("vgg16", "320000"), ("resnet101", "320000")}
+    assert re.search(r"about [\d,]+ GPU-hours in all at 40 sustained TFLOP/s", out)
+    assert not (tmp_path / "job").exists()
+
+
+def test_a_changed_annotation_file_is_named_and_refused(tmp_path):
+    from detection.main_job.data import DataError, data_identity, record_data_identity
+
+    ann = tmp_path / "instances_val.json"
+    ann.write_text("{}")
+    data = DetectData(COCO, (str(ann), str(tmp_path)), (str(ann), str(tmp_path)), ("a",))
+    record_data_identity(tmp_path, data_identity(PretrainData(), data))
+    check_data_identity(tmp_path, data_identity(PretrainData(), data))  # the same files: fine
+    ann.write_text('{"images": []}')
+    with pytest.raises(DataError, match=f"{ann} changed since .*main_job_data.json recorded.*--fresh"):
+        check_data_identity(tmp_path, data_identity(PretrainData(), data))
+
+
+# ---- bad data: one line, before anything is created ---------------------------------------------------------------
+
+def _bad_cases(tmp_path, exported):
+    train, root, test, _ = exported.coco_args()
+    voc = tmp_path / "voc"
+    shutil.copytree(exported.detection, voc)
+    (voc / "ImageSets" / "Main" / "missing.txt").write_text("train_00000\nno_such_image\n")
+    (voc / "ImageSets" / "Main" / "other.txt").write_text("odd\n")
+    (voc / "Annotations" / "odd.xml").write_text(
+        "<annotation><size><width>9</width><height>9</height></size><object><name>zebra</name><bndbox><xmin>1"
+        "</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object></annotation>")
+    (tmp_path / "empty" / "train").mkdir(parents=True)
+    other = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}, {"id": 3, "name": "sneaker"}, {"id": 4, "name": "bag"}]
+    return [
+        (["--detect-coco", str(tmp_path / "absent.json"), root, test, root], r"--detect-coco: .*absent.json"),
+        (["--detect-coco", train, str(tmp_path / "no_images"), test, root], r"train image root .*no_images"),
+        (["--detect-coco", *_coco(tmp_path, exported, categories=other)],
+         r"the categories of .*instances_train.json and .*instances_test.json differ \(only in train: \[\(1, "
+         r"'tshirt_top'\)"),
+        (["--detect-voc", str(voc), "train", "missing"], r"test split 'missing'.*no_such_image.xml"),
+        (["--detect-voc", str(voc), "train", "other"], r"test split 'other' names classes .*\['zebra'\]"),
+        (["--pretrain-data", str(tmp_path / "empty")], r"--pretrain-data .*empty.*no class sub-directories"),
+        (["--pretrain-data", str(tmp_path / "absent")], r"--pretrain-data .*absent"),
+        (["--scale", "paper"], r"--scale paper: the paper configs train on COCO or VOC"),
+        (["--selection", "--detect-voc", str(voc), "train", "val"], r"--selection holds out"),
+        (["--gpus-per-stage", "1"], r"--gpus-per-stage 1: this machine has 0 GPU"),
+    ]
+
+
+@pytest.mark.bad_input
+def test_data_that_cannot_run_stops_the_job_in_one_line_naming_the_file_and_creates_nothing(tmp_path, exported,
+                                                                                           capsys):
+    if torch.cuda.is_available():
+        pytest.skip("the GPU case needs a machine without GPUs")
+    job = tmp_path / "job"
+    for extra, message in _bad_cases(tmp_path, exported):
+        assert main(["--preset", "quick", "--backbones", "resnet18", "--arms", "frozenbn_pretrained",
+                     "--output-dir", str(job), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert re.search(message, err) and err.count("\n") == 1, (extra, err)
+        assert not job.exists()
+
+
+# ---- whole jobs on the files ----------------------------------------------------------------------------------------
+
+def _results(out):
+    return json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_exported_embedded_set_through_the_coco_path_gives_the_embedded_paths_ap_to_the_last_digit(
+        tmp_path, exported, torchvision_files):
+    """Same weights, seeds and images: the real-data path (--detect-coco on the exported files) and the embedded
+    default agree in every unit's AP. A test set changed afterwards is refused (its json is the data's identity);
+    with --fresh the job reruns on it and its AP changes: the path reads what it is given."""
+    base = [*TINY, "--backbones", "resnet18", "--weights", f"resnet18={torchvision_files['resnet18']}",
+            "--seeds", "0"]
+    embedded = run_tool("tools/main_job.py", *base, "--output-dir", tmp_path / "embedded", timeout=600)
+    coco_args = _coco(tmp_path, exported)
+    real = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
+                    timeout=600)
+    assert embedded.returncode == 0 and real.returncode == 0, embedded.stderr[-2000:] + real.stderr[-2000:]
+    (a,), (b,) = _results(tmp_path / "embedded")["groups"], _results(tmp_path / "coco")["groups"]
+    assert [sorted(v.values()) for v in a["values"].values()] == [sorted(v.values()) for v in b["values"].values()]
+    assert a["values"]["AP"] and b["unit"] == "fine-tuning run"
+    assert "fine-tuning run(s) of one given checkpoint: pretraining variance not included" in real.stdout
+    _coco(tmp_path, exported, test_images=50)  # the same file name, half the test images
+    again = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
+                     timeout=300)
+    assert again.returncode == 2 and re.search(r"instances_test.json changed since .*--fresh", again.stderr)
+    fresh = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
+                     "--fresh", timeout=600)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    (c,) = _results(tmp_path / "coco")["groups"]
+    assert sorted(c["values"]["AP"].values()) != sorted(b["values"]["AP"].values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("data", ["coco", "voc"])
+def test_a_three_backbone_job_on_published_weights_ranks_them_in_one_family(tmp_path, exported, torchvision_files,
+                                                                             data):
+    """MoCo's protocol on the user's data: three torchvision files, two fine-tuning runs each, a leaderboard row
+    per backbone, each backbone against the first in one Holm family, each comparison's call recorded."""
+    given = [a for m, f in torchvision_files.items() for a in ("--weights", f"{m}={f}")]
+    where = ["--detect-coco", *_coco(tmp_path, exported, test_images=30)] if data == "coco" else \
+        ["--detect-voc", *_voc(tmp_path, exported, test_images=30)]
+    proc = run_tool("tools/main_job.py", *TINY, "--backbones", *torchvision_files, *given, "--seeds", "0", "1",
+                    "--weights-top1", "resnet18=69.8", "--weights-top1", "resnet34=73.3", "--weights-top1",
+                    "resnet50=76.1", *where, "--output-dir", tmp_path / "job", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    res = _results(tmp_path / "job")
+    assert sorted(r["backbone"] for r in res["leaderboard"]) == sorted(torchvision_files)
+    assert {r["weights"] for r in res["leaderboard"]} == {f.name for f in torchvision_files.values()}
+    arm = "_frozenbn_pretrained"
+    assert [(d["a"], d["b"]) for d in res["deltas"]] == [("resnet34" + arm, "resnet18" + arm),
+                                                        ("resnet50" + arm, "resnet18" + arm)]
+    assert res["family"] == "the job's 2 comparisons"
+    for d in res["deltas"]:
+        assert d["units"] == [2, 2] and d["unit_a"] == "fine-tuning run" and d["interval"] is not None
+        assert d["adjustment"]["size"] == 2 and "call" in d
+    assert {g["unit"] for g in res["groups"]} == {"fine-tuning run"}
+    report = (tmp_path / "job" / "report" / "report.md").read_text()
+    assert "## Leaderboard" in report and "pretraining variance not included" in report
+    title = "VOC split" if data == "voc" else "COCO json instances_train.json -> instances_test.json"
+    assert title in (tmp_path / "job" / "summary.txt").read_text()
