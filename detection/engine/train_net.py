@@ -154,6 +154,9 @@ def setup(args: argparse.Namespace):
                             read_weights=False)
     conventions = apply_weights_conventions(cfg, log=False)  # logged below, once log.txt is the run's
     cfg.MODEL.DEVICE = cfg.MODEL.DEVICE if torch.cuda.is_available() else "cpu"  # the same config on a laptop
+    if not args.eval_only:  # the linear scaling rule (SOLVER.REFERENCE_WORLD_SIZE) applied before config.yaml is
+        cfg = Trainer.auto_scale_workers(cfg, comm.get_world_size())  # written: it records what trains (then a no-op
+        #                                                                in DefaultTrainer's constructor)
     cfg.freeze()
     check_run_config(cfg, training=not args.eval_only)
     if args.eval_only and not cfg.MODEL.WEIGHTS and not (

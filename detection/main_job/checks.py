@@ -67,6 +67,9 @@ def _validate_data(plan: MainJobPlan) -> None:
     if plan.scale == "paper" and plan.pretrain_data.embedded and plan.pretrained_here():
         raise PlanError(f"--scale paper: {', '.join(plan.pretrained_here())} would pretrain on the 32-px embedded "
                         "composites; give --pretrain-data DIR (ImageNet layout) or --weights MODEL=FILE")
+    if plan.scale == "paper" and plan.degradation:
+        raise PlanError("--with-degradation: the degradation experiment runs on the embedded composites at embedded "
+                        "scale; run it as its own job (--preset degradation)")
     if plan.selection and not (plan.detect_data.embedded and plan.pretrain_data.embedded):
         raise PlanError("--selection holds out part of the embedded training data; with your own data, give a "
                         "held-out split as the test set (--detect-coco / --detect-voc) instead")

@@ -21,7 +21,7 @@ from backbones.checkpoint_io import atomic_write_text
 from classification.analysis.degradation import RECIPE
 from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
-from classification.engine.run_files import JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
+from classification.engine.run_files import JOB_DATA, JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
 from ..project import project_files
 from ..report import ReportSection
@@ -76,8 +76,9 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
     rates = {}
     for kind, model, variant in sorted(keys):
         if kind == "pretrain":
-            leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant),
-                                      image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
+            size = plan.pretrain_image_size if plan.pretrain_data.embedded else 224  # a folder: ImageNet crops
+            leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant), image_size=size,
+                                      batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
             leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
                                       batch=RECIPE.batch)
@@ -134,7 +135,7 @@ def _fresh(out: Path, stages: list[Stage], log) -> None:
         if record is not None and record.argv is not None and str(d) in record.argv:  # its own output directory
             shutil.rmtree(d)
             removed += 1
-    for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS):
+    for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS, out / JOB_DATA):  # JOB_DATA: what they ran on
         if p.is_dir():
             shutil.rmtree(p)
         elif p.exists():
@@ -183,7 +184,8 @@ def _main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     stages = plan_stages(plan, out)
     identity = {} if args.dry_run else data_identity(plan.pretrain_data, plan.detect_data)
-    if not (args.fresh or args.dry_run):  # a job's stages on other data than given now: refused before anything runs
+    if not args.dry_run and (args.report_only or not args.fresh):  # stages made from other data than given now:
+        #                                                                refused before anything runs or reports
         check_data_identity(out, identity)
     if args.slurm and not args.dry_run:
         return _submit_to_slurm(args, argv, stages, threads, out, identity)
@@ -210,11 +212,12 @@ def _main(argv: list[str] | None = None) -> int:
     if args.fresh:
         _fresh(out, stages, print)
     record_data_identity(out, identity)
-    print(f"{data_line}; about {estimator.remaining_minutes(stages, []):.0f} min of stages (measured step times)",
-          flush=True)
+    print(f"{data_line}; about {estimator.remaining_minutes(stages, []):.0f} min of stages (measured step times)"
+          if data_line else f"[main job] {data_text(plan, None)}; no estimate before the stages report progress "
+          "(paper scale: nothing is timed on this machine; --dry-run gives GPU-hours)", flush=True)
     _stop_on_signals()
     try:
-        run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True))
+        run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True), gpus=plan.gpus)
     except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
@@ -228,12 +231,13 @@ def _checked_plan(args) -> MainJobPlan:
     plan = plan_from_args(args)
     present = not args.dry_run or all(Path(p).exists() for p in _data_paths(plan))
     plan = replace(plan, detect_data=check_data(plan.pretrain_data, plan.detect_data, present=present))
-    if plan.gpus and not args.slurm and not args.dry_run:
+    if plan.gpus and not (args.slurm or args.dry_run or args.report_only):  # the stages train here
         import torch
 
-        if torch.cuda.device_count() < plan.gpus:
-            raise PlanError(f"--gpus-per-stage {plan.gpus}: this machine has {torch.cuda.device_count()} GPU(s); "
-                            "submit with --slurm to a GPU partition, or leave the option out for CPU stages")
+        if torch.cuda.device_count() < plan.gpus * args.jobs:  # each running stage on GPUs of its own
+            raise PlanError(f"--gpus-per-stage {plan.gpus} x --jobs {args.jobs}: this machine has "
+                            f"{torch.cuda.device_count()} GPU(s); lower --jobs, submit with --slurm to a GPU "
+                            "partition, or leave the option out for CPU stages")
     for text in check_arms(plan):  # an unfair pair stops here (PlanError) unless --allow-unfair-arms
         print(f"[main job] --allow-unfair-arms: {text}", flush=True)
     check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
@@ -247,12 +251,12 @@ def _data_paths(plan: MainJobPlan) -> list[str]:
     return paths + ([plan.pretrain_data.folder] if plan.pretrain_data.folder and plan.pretrained_here() else [])
 
 
-def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tuple[Estimator, str]:
+def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tuple[Estimator, str | None]:
     """The time estimate (a few steps of each kind of stage still to run, timed here on the embedded data) and
-    the line that says what data the job runs on."""
+    the line that says what data the job runs on (None at paper scale: no estimate)."""
     keys = {s.rate_key for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))}
     if plan.scale == "paper":  # a CPU step of a full-width net at 600x1000 says nothing of a GPU's: the stages'
-        return Estimator({}, args.jobs), f"[main job] {data_text(plan, None)}"  # progress.json does
+        return Estimator({}, args.jobs), None  # progress.json does
     print(f"[main job] {len(stages)} stages, {args.jobs} at a time with {threads} thread(s) each; measuring a few "
           "training steps of each kind for the time estimate ...", flush=True)
     import detection  # noqa: F401  (registers the embedded datasets)
@@ -401,6 +405,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
     responses = _layer_responses(plan, stages, out / "report")
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
                                          for m, runs in responses.items()}, given_top1)
+    results.data = data_text(plan, manifest)
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     lead, family_figures = family_sections(results, out / "report")
     where = ("the embedded default" + (" (model selection)" if plan.selection else "")
@@ -414,7 +419,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                                                                         responses),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
                          compared_metric=COMPARED_METRICS[0], lead=lead)
-    summary = "\n".join(summary_lines(results, plan, chance, data_text(plan, manifest)))
+    summary = "\n".join(summary_lines(results, plan, chance, results.data))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON
     print("\n" + summary)

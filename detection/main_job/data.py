@@ -133,18 +133,23 @@ def _check_folder(root: Path) -> None:
     """An ImageNet-style folder: train/ and val/ with the same class directories, each with images."""
     from classification.data.datasets import ImageFolderDataset
 
-    for split in ("train", "val"):
-        try:
-            ImageFolderDataset(root, split)
-        except (OSError, ValueError) as err:
-            raise DataError(f"--pretrain-data {root}: {err}") from None
+    try:
+        train, val = ImageFolderDataset(root, "train"), ImageFolderDataset(root, "val")
+    except (OSError, ValueError) as err:
+        raise DataError(f"--pretrain-data {root}: {err}") from None
+    if train.classes != val.classes:  # a label is an index into the sorted class list: it would mean another class
+        differ = sorted(set(train.classes) ^ set(val.classes))[:3]
+        raise DataError(f"--pretrain-data {root}: train/ and val/ have other class directories ({differ}, ...)")
 
 
 def folder_train_images(folder: str) -> int:
     """Training images of an ImageNet-style folder (the pretraining stages' epoch length)."""
     from classification.data.datasets import ImageFolderDataset
 
-    return len(ImageFolderDataset(folder, "train"))
+    try:
+        return len(ImageFolderDataset(folder, "train"))
+    except (OSError, ValueError) as err:  # a dry run plans without checking the folder first
+        raise DataError(f"--pretrain-data {folder}: {err}") from None
 
 
 def _check_coco(detect: DetectData) -> DetectData:
@@ -158,13 +163,9 @@ def _check_coco(detect: DetectData) -> DetectData:
             data = read_coco_json(json_file)
         except (OSError, DatasetFormatError) as err:
             raise DataError(f"--detect-coco: {err}") from None
-        cats = data.get("categories")
-        if not isinstance(cats, list) or not cats or not all(isinstance(c, dict) for c in cats):
-            raise DataError(f"--detect-coco: {json_file}: no 'categories' list (a COCO instances file names its "
-                            "classes there)")
+        categories.append(_categories(data, json_file))
         if not data.get("images"):
             raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
-        categories.append(sorted((c.get("id"), c.get("name")) for c in cats))
     if categories[0] != categories[1]:
         only_train = sorted(set(categories[0]) - set(categories[1]))[:3]
         only_test = sorted(set(categories[1]) - set(categories[0]))[:3]
@@ -172,6 +173,23 @@ def _check_coco(detect: DetectData) -> DetectData:
                         f"train: {only_train}, only in test: {only_test}): a class index would mean another class "
                         "in evaluation")
     return DetectData(COCO, detect.train, detect.test, tuple(str(name) for _, name in categories[0]))
+
+
+def _categories(data: dict, json_file: str) -> list[tuple[int, str]]:
+    """A COCO file's (id, name) pairs, sorted by id: integer ids, once each; string names."""
+    cats = data.get("categories")
+    if not isinstance(cats, list) or not cats or not all(isinstance(c, dict) for c in cats):
+        raise DataError(f"--detect-coco: {json_file}: no 'categories' list (a COCO instances file names its "
+                        "classes there)")
+    for i, c in enumerate(cats):
+        if type(c.get("id")) is not int or not isinstance(c.get("name"), str):
+            raise DataError(f"--detect-coco: {json_file}: categories[{i}] needs an integer 'id' and a string "
+                            f"'name', got {c.get('id')!r} / {c.get('name')!r}")
+    ids = [c["id"] for c in cats]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"--detect-coco: {json_file}: category id {next(i for i in ids if ids.count(i) > 1)} is "
+                        "given twice")
+    return sorted((c["id"], c["name"]) for c in cats)
 
 
 def _check_voc(detect: DetectData) -> DetectData:
@@ -188,10 +206,13 @@ def _check_voc(detect: DetectData) -> DetectData:
             raise DataError(f"--detect-voc ({side} split {split!r}): {err}") from None
         if not found[-1]:
             raise DataError(f"--detect-voc {dirname} [{split}]: its annotations name no object")
-    unknown = sorted(set(found[1]) - set(found[0]))
+    unknown, unseen = sorted(set(found[1]) - set(found[0])), sorted(set(found[0]) - set(found[1]))
     if unknown:
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split "
                         f"{detect.train[1]!r} has no object of: {unknown[:5]} (a detector cannot learn them)")
+    if unseen:  # VOC's mean would count each as AP 0
+        raise DataError(f"--detect-voc: the test split {detect.test[1]!r} has no object of {unseen[:5]}, which the "
+                        f"train split {detect.train[1]!r} names: each would score AP 0 in the mean")
     return DetectData(VOC, detect.train, detect.test, tuple(found[0]))
 
 
@@ -214,9 +235,21 @@ def _listing(root: Path) -> str:
     return "listing-sha256:" + h.hexdigest()
 
 
+def _voc_split(split_file: Path) -> str:
+    """A VOC split's identity: the split file and every annotation it lists, by content."""
+    h = hashlib.sha256(split_file.read_bytes())
+    annotations = split_file.parent.parent.parent / "Annotations"
+    for line in split_file.read_text(encoding="utf-8-sig").splitlines():
+        if line.strip():
+            h.update((annotations / f"{line.split()[0]}.xml").read_bytes())
+    return "split+annotations-sha256:" + h.hexdigest()
+
+
 def data_identity(pretrain: PretrainData, detect: DetectData) -> dict[str, str]:
-    """File or folder -> its identity, for data the job did not generate ({} on the embedded default)."""
-    out = {str(p): _sha256(p) for p in detect.annotation_files()}
+    """File or folder -> its identity, for data the job did not generate ({} on the embedded default): a COCO
+    json's sha256; a VOC split's over the split file and the annotations it lists; an image folder's listing."""
+    digest = _voc_split if detect.format == VOC else _sha256
+    out = {str(p): digest(p) for p in detect.annotation_files()}
     if pretrain.folder is not None:
         out[pretrain.folder] = _listing(Path(pretrain.folder))
     return out

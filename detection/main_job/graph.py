@@ -225,9 +225,11 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join("    " + ln for ln in lines[-n:])
 
 
-def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print) -> None:
-    """Run every unfinished stage, at most `jobs` at a time, each after its dependencies; raises RuntimeError
-    naming the first stage that failed (after the running ones end) and StageConflict before anything runs."""
+def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator, log=print, gpus: int = 0) -> None:
+    """Run every unfinished stage, at most `jobs` at a time, each after its dependencies (and on its own `gpus`
+    GPUs); raises RuntimeError naming the first stage that failed (after the running ones end) and StageConflict
+    before anything runs."""
+    slots = GpuSlots(gpus)
     finished = {s.out for s in stages if _check_stage(s, threads)}
     root = project_files().root
     code = code_version(root)
@@ -248,7 +250,7 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
                 if any(d not in finished for d in s.deps):
                     continue
                 pending.remove(s)
-                running[s.out] = _start_stage(s, threads, code, root)
+                running[s.out] = _start_stage(s, threads, code, root, slots)
                 log(f"[main job] {'resumed' if running[s.out][4] else 'started'}: {s.title}  (log: "
                     f"{s.out / STAGE_LOG})")  # after it is in `running`: a Ctrl-C here still stops it
             time.sleep(0.5)
@@ -282,16 +284,39 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
         raise RuntimeError("stage failed: " + "\n".join(failed))
 
 
-def _start_stage(s: Stage, threads: int, code: dict, root: Path) -> tuple:
-    """Start a stage's tool (resuming it where it has a checkpoint): (stage, process, start time, its log file,
-    whether it resumed). Nothing runs between the start and the return that a Ctrl-C could interrupt."""
+class GpuSlots:
+    """The GPUs of this machine split among the stages running at once: slot k is devices k*per_stage ...
+    (k+1)*per_stage - 1, held by a stage's process until it exits (per_stage 0: CPU stages, nothing to split)."""
+
+    def __init__(self, per_stage: int):
+        self.per_stage, self.held = per_stage, {}
+
+    def env(self, env: dict) -> tuple[dict, int | None]:
+        """`env` with CUDA_VISIBLE_DEVICES set to a free slot's devices, and that slot (None without GPUs)."""
+        if not self.per_stage:
+            return env, None
+        slot = min(k for k in range(len(self.held) + 1) if k not in self.held or self.held[k].poll() is not None)
+        devices = range(slot * self.per_stage, (slot + 1) * self.per_stage)
+        return {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))}, slot
+
+    def hold(self, slot: int | None, proc: subprocess.Popen) -> None:
+        if slot is not None:
+            self.held[slot] = proc
+
+
+def _start_stage(s: Stage, threads: int, code: dict, root: Path, slots: GpuSlots) -> tuple:
+    """Start a stage's tool (resuming it where it has a checkpoint) on a free slot of GPUs: (stage, process, start
+    time, its log file, whether it resumed). Nothing runs between the start and the return that a Ctrl-C could
+    interrupt."""
     s.out.mkdir(parents=True, exist_ok=True)
     _write_record(s, threads, code)
     resume = ["--resume"] if (s.out / LAST_CHECKPOINT).is_file() else []
     logf = open(s.out / STAGE_LOG, "a")
-    proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root, env=_stage_env(threads),
+    env, slot = slots.env(_stage_env(threads))
+    proc = subprocess.Popen([sys.executable, s.argv[0], *resume, *s.argv[1:]], cwd=root, env=env,
                             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=_default_sigint)
+    slots.hold(slot, proc)
     return s, proc, time.time(), logf, bool(resume)
 
 
@@ -371,7 +396,7 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
         check_request(limits, 1, threads, gpus)
     jobs: dict[Path, str] = {}
 
-    def submit(name: str, command: StageCommand, deps: list[str]) -> str:
+    def submit(name: str, command: StageCommand, deps: list[str], gpus: int = gpus) -> str:
         ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
         params = {"name": name, "nodes": 1, "tasks_per_node": 1, "cpus_per_task": threads, "gpus_per_node": gpus,
                   "timeout_min": timeout_min, "slurm_signal_delay_s": 120}
@@ -399,6 +424,6 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
     ids = {str(k): v for k, v in jobs.items()}
     if final is not None:
         ids["report"] = submit("main_job-report", StageCommand(final, folder / "report.log", threads, resume=False),
-                               list(jobs.values()))
+                               list(jobs.values()), gpus=0)  # reads the runs: no GPU held for it
         log(f"[main job] submitted {ids['report']}: the report, after every stage  (log: {folder / 'report.log'})")
     return ids

@@ -38,7 +38,9 @@ def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
                          "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
                          "degradation experiment alone, 3 seeds, <= 150 min; family: six backbones of three families "
                          "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
-                         "quick (make demo-quick): every arm at smoke scale, not converged. Options below override "
+                         "quick (make demo-quick): every arm at smoke scale, not converged; paper: VGG-16 vs "
+                         "ResNet-101 on COCO 2014 at paper scale, 5 detection seeds each, data under "
+                         "$DETECTRON2_DATASETS (a cluster's job; --dry-run shows it here). Options below override "
                          "the preset")
     ap.add_argument("--output-dir", default=None,
                     help="every stage, the report and the summary go here (default: output/main_job for full, "
@@ -173,6 +175,11 @@ def plan_from_args(args) -> MainJobPlan:
     changes["allow_unfair"] = args.allow_unfair_arms
     changes |= _data_changes(args, base)
     plan = replace(base, **changes)
+    if plan.pretrain_data.folder is not None and not plan.pretrained_here():
+        if args.pretrain_data:
+            raise PlanError(f"--pretrain-data {args.pretrain_data}: every backbone comes from --weights; nothing "
+                            "would pretrain on it")
+        plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
     return plan
 

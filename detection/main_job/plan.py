@@ -311,7 +311,9 @@ PRESETS = {
     # paper's setting (BN frozen; C4 / fc6-fc7), one ImageNet pretraining run each on a folder (or --weights MODEL=
     # FILE: published weights) and 5 detection seeds nested under it, at paper scale. Its data under
     # $DETECTRON2_DATASETS (default ./datasets: Detectron2's layout, coco/ and imagenet/); a cluster's job:
-    # `--slurm --gpus-per-stage 8`; `--dry-run` prints its stages and GPU-hours with no dataset present.
+    # `--slurm --gpus-per-stage 8`; `--dry-run` prints its stages and GPU-hours with no dataset present. Pretrained
+    # here, each backbone is one pretraining run: its comparison has one unit a side and no interval unless
+    # --pretrain-seeds gives two or more; from --weights, its 5 fine-tuning runs are the units.
     "paper": {"backbones": ("vgg16", "resnet101"), "arms": ("frozenbn_pretrained",), "scale": "paper",
               "pretrain_seeds": (0,), "detect_seeds": (0, 1, 2, 3, 4), "scratch": (),
               "pretrain_data": PretrainData("imagenet"),

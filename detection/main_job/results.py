@@ -95,6 +95,7 @@ class JobResults:
     leaderboard: list[LeaderboardRow] = field(default_factory=list)
     plain_vs_residual: list[Comparison] = field(default_factory=list)
     correlation: Correlation | None = None
+    data: str = ""  # what the job ran on (data_text: the embedded set, or the files given, and the scale)
 
     def group(self, backbone: str, arm: str) -> GroupResult | None:
         return next((g for g in self.groups if g.backbone == backbone and g.arm == arm), None)
@@ -150,8 +151,9 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
             if base and other:
                 out.deltas += [c for k in COMPARED_METRICS for c in [compare_groups(other, base, k)] if c is not None]
     if board_arm:
-        _family(out, plan, board_arm, by_label, {os.path.realpath(d / FINAL_CHECKPOINT): d.name
-                                                 for s in detect for d in s.deps})
+        names = {os.path.realpath(d / FINAL_CHECKPOINT): d.name for s in detect for d in s.deps}
+        names |= {str(s.out): s.out.name for s in detect if s.files}  # a given file's runs (RunGroup.unit_of)
+        _family(out, plan, board_arm, by_label, names)
     degradation_results(out, [s for s in stages if s.kind == "degradation"])
     layer_response_comparisons(out, layer_responses or {})
     out.adjust_family()
@@ -310,6 +312,9 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"per job ({results.family or 'no comparisons'}, Holm's step-down method): a call only when the "
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)}.")
     notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
+    notes += [f"{c.a} vs {c.b}: the interval mixes units ({c.unit_a}s vs {c.unit_b}s): the side of a given "
+              "checkpoint leaves its pretraining variance out" for c in results.comparisons()
+              if FINE_TUNING_RUN in (c.unit_a, c.unit_b) and c.unit_a != c.unit_b]
     notes += _arm_notes(results)
     if any(c.interval is None for c in results.deltas):
         notes.append("One pretraining seed per backbone: the backbone comparison has no interval and makes no call "

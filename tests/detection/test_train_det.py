@@ -156,3 +156,17 @@ def test_submitit_repeated_timeouts_stop_after_the_bound(tiny_data, tmp_path, no
     with pytest.raises(Exception, match="not requeued|timed-out too many times|checkpoint function returned None"):
         job.result()
     assert "requeue 1/1" in (job.stderr() or "")
+
+
+def test_a_run_scaled_by_the_linear_rule_records_and_finishes_what_it_trained(tiny_data, tmp_path):
+    """SOLVER.REFERENCE_WORLD_SIZE (the main job's paper scale): Detectron2 rescales batch, lr and schedule to the
+    processes that run; config.yaml records the rescaled values, so the run reads as finished at its own length
+    (it read "incomplete: 8 of 4 iterations" when config.yaml kept the unscaled schedule)."""
+    out = tmp_path / "run"
+    proc = run_tool(*det_args(tiny_data, out, 4, "SOLVER.REFERENCE_WORLD_SIZE", "2", "SOLVER.BASE_LR", "0.002"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = (out / "config.yaml").read_text()
+    assert all(line in cfg for line in ("  IMS_PER_BATCH: 1\n", "  MAX_ITER: 8\n", "  BASE_LR: 0.001\n",
+                                        "  REFERENCE_WORLD_SIZE: 1\n"))
+    run = load_run(out)
+    assert run.status == "finished" and run.iterations == 8

@@ -37,7 +37,7 @@ def torchvision_files(tmp_path_factory):
     return files
 
 
-def _coco(tmp_path, exported, *, categories=None, test_images=None):
+def _coco(tmp_path, exported, *, categories=None, test_images=None, name="instances_test.json"):
     """A copy of the exported COCO files: the test json with other categories, or only its first images."""
     train, root, test, _ = exported.coco_args()
     data = json.loads(open(test).read())
@@ -47,7 +47,7 @@ def _coco(tmp_path, exported, *, categories=None, test_images=None):
         keep = {im["id"] for im in data["images"][:test_images]}
         data["images"] = [im for im in data["images"] if im["id"] in keep]
         data["annotations"] = [a for a in data["annotations"] if a["image_id"] in keep]
-    changed = tmp_path / "instances_test.json"
+    changed = tmp_path / name
     changed.write_text(json.dumps(data))
     return [train, root, str(changed), root]
 
@@ -124,6 +124,52 @@ def test_the_paper_preset_dry_run_prints_its_stages_and_gpu_hours_with_no_datase
     assert not (tmp_path / "job").exists()
 
 
+def test_a_preset_folder_nothing_pretrains_on_is_neither_read_nor_recorded(tmp_path, monkeypatch):
+    """The paper preset with published weights for both backbones needs no ImageNet folder (the preset's own);
+    one given with --pretrain-data is refused (test_data_that_cannot_run...)."""
+    from detection.main_job.options import build_parser, plan_from_args
+
+    monkeypatch.setenv("DETECTRON2_DATASETS", str(tmp_path))
+    files = [tmp_path / "vgg16.pth", tmp_path / "resnet101.pth"]
+    for f in files:
+        f.write_bytes(b"")
+    plan = plan_from_args(build_parser().parse_args(["--preset", "paper", *[a for f in files for a in (
+        "--weights", f"{f.stem}={f}")]]))
+    assert plan.pretrain_data.folder is None and plan.detect_data.train[0].startswith(str(tmp_path / "coco"))
+    assert plan_from_args(build_parser().parse_args(["--preset", "paper"])).pretrain_data.folder == \
+        str(tmp_path / "imagenet")
+
+
+def test_local_gpu_stages_each_get_gpus_of_their_own():
+    from detection.main_job.graph import GpuSlots
+
+    class Proc:
+        def __init__(self):
+            self.code = None
+
+        def poll(self):
+            return self.code
+
+    slots, procs, seen = GpuSlots(2), [], []
+    for _ in range(2):
+        env, slot = slots.env({})
+        procs.append(Proc())
+        slots.hold(slot, procs[-1])
+        seen.append(env["CUDA_VISIBLE_DEVICES"])
+    procs[0].code = 0  # the first stage ended: its slot is free again
+    assert seen == ["0,1", "2,3"] and slots.env({})[0]["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert GpuSlots(0).env({"A": "1"}) == ({"A": "1"}, None)
+
+
+def test_fresh_removes_the_data_record_with_the_stages(tmp_path):
+    from classification.engine.run_files import JOB_DATA
+    from detection.main_job.cli import _fresh
+
+    (tmp_path / JOB_DATA).write_text('{"a.json": "sha256:0"}')
+    _fresh(tmp_path, [], lambda m: None)
+    assert not (tmp_path / JOB_DATA).exists()
+
+
 def test_a_changed_annotation_file_is_named_and_refused(tmp_path):
     from detection.main_job.data import DataError, data_identity, record_data_identity
 
@@ -148,7 +194,13 @@ def _bad_cases(tmp_path, exported):
     (voc / "Annotations" / "odd.xml").write_text(
         "<annotation><size><width>9</width><height>9</height></size><object><name>zebra</name><bndbox><xmin>1"
         "</xmin><ymin>1</ymin><xmax>5</xmax><ymax>5</ymax></bndbox></object></annotation>")
+    (voc / "ImageSets" / "Main" / "fewer.txt").write_text("odd_bag\n")
+    (voc / "Annotations" / "odd_bag.xml").write_text((voc / "Annotations" / "odd.xml").read_text().replace("zebra",
+                                                                                                        "bag"))
     (tmp_path / "empty" / "train").mkdir(parents=True)
+    given = tmp_path / "given.pth"
+    given.write_bytes(b"")
+    string_id = [{"id": "1", "name": "tshirt_top"}]
     other = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}, {"id": 3, "name": "sneaker"}, {"id": 4, "name": "bag"}]
     return [
         (["--detect-coco", str(tmp_path / "absent.json"), root, test, root], r"--detect-coco: .*absent.json"),
@@ -158,11 +210,18 @@ def _bad_cases(tmp_path, exported):
          r"'tshirt_top'\)"),
         (["--detect-voc", str(voc), "train", "missing"], r"test split 'missing'.*no_such_image.xml"),
         (["--detect-voc", str(voc), "train", "other"], r"test split 'other' names classes .*\['zebra'\]"),
+        (["--detect-voc", str(voc), "train", "fewer"],
+         r"test split 'fewer' has no object of \['sneaker', 'trouser', 'tshirt_top'\].*AP 0 in the mean"),
+        (["--detect-coco", *_coco(tmp_path, exported, categories=string_id, name="string_id.json")],
+         r"string_id.json: categories\[0\] needs an integer 'id'"),
+        (["--pretrain-data", str(tmp_path / "empty"), "--weights", f"resnet18={given}"],
+         r"--pretrain-data .*empty: every backbone comes from --weights; nothing would pretrain on it"),
+        (["--preset", "paper", "--with-degradation", "--dry-run"], r"--with-degradation: .*--preset degradation"),
         (["--pretrain-data", str(tmp_path / "empty")], r"--pretrain-data .*empty.*no class sub-directories"),
         (["--pretrain-data", str(tmp_path / "absent")], r"--pretrain-data .*absent"),
         (["--scale", "paper"], r"--scale paper: the paper configs train on COCO or VOC"),
         (["--selection", "--detect-voc", str(voc), "train", "val"], r"--selection holds out"),
-        (["--gpus-per-stage", "1"], r"--gpus-per-stage 1: this machine has 0 GPU"),
+        (["--gpus-per-stage", "1"], r"--gpus-per-stage 1 x --jobs 2: this machine has 0 GPU"),
     ]
 
 
