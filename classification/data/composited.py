@@ -21,10 +21,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .datasets import EmbeddedObjects
+from .datasets import EmbeddedObjects, ImageFolderDataset
+from .images import open_image
 
 __all__ = ["CompositedSet", "render_composited", "load_composited", "augment_batch", "normalize_batch",
-           "default_cache_root", "CACHE_VERSION"]
+           "default_cache_root", "CACHE_VERSION", "load_folder_array"]
 
 CACHE_VERSION = 1  # bump when EmbeddedObjects' compositing changes
 
@@ -43,6 +44,23 @@ def render_composited(split: str, size: int, seed: int = 0,
     for i in range(len(ds)):
         images[i] = np.asarray(ds[i][0], dtype=np.uint8)
     return images, np.asarray(ds.labels, dtype=np.int64), ds
+
+
+def load_folder_array(root, split: str, size: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """An ImageNet-style folder's split (`root/split/<class>/*`) as one uint8 array (N, size, size, 3), its labels
+    (indices into the sorted class directories, as every image folder's) and its classes. Each image is read by the
+    one image reader and, unless it is size x size already, resized to it (the box filter, the whole image: as
+    Downsampled ImageNet is made). Items in file-name order across the classes, not class by class: a folder written
+    from an array (tools/export_embedded.py numbers its files) keeps the array's order, and so its sampling."""
+    from PIL import Image
+
+    folder = ImageFolderDataset(root, split)
+    samples = sorted(folder.samples, key=lambda s: (os.path.basename(s[0]), s[1]))
+    images = np.empty((len(samples), size, size, 3), np.uint8)
+    for i, (path, _) in enumerate(samples):
+        im = open_image(path).convert("RGB")  # grayscale / CMYK / RGBA / 16-bit -> 8-bit RGB
+        images[i] = np.asarray(im if im.size == (size, size) else im.resize((size, size), Image.Resampling.BOX))
+    return images, np.array([label for _, label in samples], dtype=np.int64), list(folder.classes)
 
 
 def _fingerprint(labels: np.ndarray, source: str) -> str:
@@ -135,6 +153,18 @@ class CompositedSet(Dataset):
     def slice(self, start: int, stop: int) -> CompositedSet:
         """Items [start, stop) (views of the same arrays)."""
         return replace(self, images=self.images[start:stop], labels=self.labels[start:stop])
+
+    def take(self, indices) -> CompositedSet:
+        """The items at `indices` (a subset that stays an array: training keeps its batch augmentation)."""
+        idx = torch.as_tensor(np.asarray(indices), dtype=torch.long)
+        return replace(self, images=self.images[idx], labels=self.labels[idx])
+
+    @classmethod
+    def from_folder(cls, root, split: str, size: int, mean, std) -> CompositedSet:
+        """An ImageNet-style folder's split in memory (load_folder_array)."""
+        images, labels, classes = load_folder_array(root, split, size)
+        return cls(torch.from_numpy(images), torch.from_numpy(labels), classes, f"folder {root}", tuple(mean),
+                   tuple(std))
 
     def __getitem__(self, i: int):
         return normalize_batch(self.images[i:i + 1], self.mean, self.std)[0], int(self.labels[i])

@@ -41,8 +41,9 @@ class ClsConfig:
     model_options: dict = _opt(dict, "model option KEY=VALUE, e.g. width=0.25, shortcut=A, preact=True (repeatable)",
                                flag="--model-option")
     dataset: str = _opt("embedded", "training data", choices=DATASETS)
-    data_root: str | None = _opt(None, "dataset directory (cifar10, imagefolder; fashion-mnist: Debian's by default)")
-    image_size: int = _opt(32, "embedded dataset image size (pixels)")
+    data_root: str | None = _opt(None, "dataset directory (cifar10, imagefolder, imagefolder-small; fashion-mnist: "
+                                       "Debian's by default)")
+    image_size: int = _opt(32, "image size of the embedded dataset and of imagefolder-small (pixels)")
     embedded_cache: bool = _opt(True, "embedded dataset: render every composite once into a cached uint8 array and "
                                       "augment whole batches with tensor ops (--no-embedded-cache: composite each "
                                       "image in data-loader workers; same images, same augmentation distribution)")

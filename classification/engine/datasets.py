@@ -75,6 +75,21 @@ def _image_folder(cfg, mean, std) -> tuple:
     return train, val
 
 
+def _small_image_folder(cfg, mean, std) -> tuple:
+    """An ImageNet-style folder of small images read into memory at image_size (CompositedSet.from_folder) and
+    trained as the embedded set is: the CIFAR recipe's padded crops and flips drawn per sample on whole batches
+    (trainer.cached_batches), evaluated on the whole image. The main job's pretraining on a folder at its
+    embedded scale; tools/export_embedded.py's folder gives the embedded path's numbers through it."""
+    if not cfg.data_root:
+        raise ValueError("dataset 'imagefolder-small' needs data_root (ImageNet layout: <root>/train/<class>/*)")
+    train = CompositedSet.from_folder(cfg.data_root, "train", cfg.image_size, mean, std)
+    val = CompositedSet.from_folder(cfg.data_root, "val", cfg.image_size, mean, std)
+    if val.classes != train.classes:
+        raise ValueError(f"{cfg.data_root}: val's class directories differ from train's; a label would mean "
+                         "another class")
+    return train, val
+
+
 def _small(cfg, mean, std) -> tuple:
     """The CIFAR recipe's transforms: crops of the padded 32-px image and flips; the whole image to evaluate."""
     return cifar_train_transform(mean, std), eval_transform(mean, std, resize=None, crop=None)
@@ -96,8 +111,11 @@ def _stratified(dataset, n: int, seed: int, option: str):
     class); the choice is logged and recorded in metrics.json (`subsets`)."""
     idx = stratified_subset(dataset_labels(dataset), n, seed)
     counts = np.bincount(dataset_labels(dataset)[idx], minlength=len(dataset.classes))
-    subset = torch.utils.data.Subset(dataset, idx.tolist())
-    subset.classes = dataset.classes
+    if isinstance(dataset, CompositedSet):  # an array stays one: its training keeps the batch augmentation
+        subset = dataset.take(idx)
+    else:
+        subset = torch.utils.data.Subset(dataset, idx.tolist())
+        subset.classes = dataset.classes
     subset.selection = (f"{option} {n}: {len(idx)} of {len(dataset)} items, stratified by class and seeded "
                         f"(data_seed {seed}), {counts.min()}-{counts.max()} per class")
     logger.info(subset.selection)
@@ -162,4 +180,5 @@ DATASET_TABLE = {d.name: d for d in (
     DatasetInfo("fashion-mnist", _fashion_mnist, 128, False),
     DatasetInfo("cifar10", _cifar10, 128, False),
     DatasetInfo("imagefolder", _image_folder, 256, True),
+    DatasetInfo("imagefolder-small", _small_image_folder, 128, False),
 )}

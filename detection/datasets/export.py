@@ -62,14 +62,17 @@ def export_embedded(out: str | Path, *, train_items: int | None = None, val_item
 
 
 def _export_composites(root: Path, train_items: int | None, val_items: int, image_size: int) -> Path:
-    """The composites as PNG files (lossless: the pixels the embedded path trains on), one folder per class; a
-    class without items in a split still gets its folder, so train and val list the same classes."""
+    """The composites as PNG files (lossless: the pixels the embedded path trains on), one folder per class named
+    `<label>_<class>` (an image folder's labels are its sorted directory names: these sort into the embedded
+    labels, as ImageNet's synset ids do), files numbered in item order (imagefolder-small reads them in that order);
+    a class without items in a split still gets its folder, so train and val list the same classes."""
     from classification.data.composited import load_composited
 
     for split, folder, count in (("train", "train", train_items), ("test", "val", val_items)):
         images, labels, classes, _ = load_composited(split, image_size, 0, count)
-        for c in classes:
-            (root / folder / c).mkdir(parents=True, exist_ok=True)
+        names = [f"{k:0{len(str(len(classes) - 1))}d}_{c}" for k, c in enumerate(classes)]
+        for name in names:
+            (root / folder / name).mkdir(parents=True, exist_ok=True)
         for i, (img, label) in enumerate(zip(images, np.asarray(labels))):
-            Image.fromarray(img).save(root / folder / classes[label] / f"{i:05d}.png")
+            Image.fromarray(img).save(root / folder / names[label] / f"{i:06d}.png")
     return root

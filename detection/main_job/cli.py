@@ -76,9 +76,8 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
     rates = {}
     for kind, model, variant in sorted(keys):
         if kind == "pretrain":
-            size = plan.pretrain_image_size if plan.pretrain_data.embedded else 224  # a folder: ImageNet crops
-            leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant), image_size=size,
-                                      batch=plan.pretrain_batch)
+            leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant),
+                                      image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
             leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
                                       batch=RECIPE.batch)

@@ -187,15 +187,18 @@ class MainJobPlan:
                 *self._gpu_args(), "--output-dir", str(out)]
 
     def _pretrain_data_args(self) -> tuple[list[str], list[str]]:
-        """(the dataset's arguments, the val set's and the loader's) of a pretraining stage: the embedded
-        composites at pretrain_image_size, or the folder with the ImageNet transforms (224-px crops) -- at paper
-        scale scored on its whole val split, at embedded scale on pretrain_val_images of it (stratified)."""
+        """(the dataset's arguments, the val set's and the loader's) of a pretraining stage. Embedded scale: the
+        embedded composites, or the folder read into memory at pretrain_image_size (imagefolder-small: the same
+        recipe, so an exported embedded set gives the embedded numbers), scored on pretrain_val_images of its val
+        split; paper scale: the folder with the ImageNet recipe (224-px crops), scored on its whole val split."""
         if self.pretrain_data.embedded:
             val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                    ["--val-samples", str(self.pretrain_val_images)])
             return ["--dataset", "embedded", "--image-size", str(self.pretrain_image_size)], [*val, "--workers", "1"]
-        val = ["--val-samples", str(self.pretrain_val_images)] if self.scale == "embedded" else []
-        return ["--dataset", "imagefolder", "--data-root", self.pretrain_data.folder], [*val, "--workers", "4"]
+        if self.scale == "embedded":
+            return (["--dataset", "imagefolder-small", "--data-root", self.pretrain_data.folder, "--image-size",
+                     str(self.pretrain_image_size)], ["--val-samples", str(self.pretrain_val_images), "--workers", "1"])
+        return ["--dataset", "imagefolder", "--data-root", self.pretrain_data.folder], ["--workers", "4"]
 
     def _gpu_args(self) -> list[str]:
         """A stage's processes: one per GPU it gets (the tools' --num-gpus); none given: one CPU process."""

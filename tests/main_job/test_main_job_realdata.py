@@ -21,8 +21,9 @@ TINY = ["--preset", "quick", "--width", "1", "--arms", "frozenbn_pretrained", "-
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """The embedded set as a user's files: COCO json + images and a VOC layout (detection only)."""
-    return export_embedded(tmp_path_factory.mktemp("export") / "embedded", classification=False)
+    """The embedded set as a user's files: COCO json + images, a VOC layout, and the first 256 training and 64
+    val composites as an ImageNet-style folder."""
+    return export_embedded(tmp_path_factory.mktemp("export") / "embedded", train_items=256, val_items=64)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +76,8 @@ def test_coco_and_voc_data_become_each_legs_registration_and_its_class_count(tmp
                        pretrain_epochs=2)
     stages = plan_stages(plan, tmp_path)
     pretrain, leg = stages
-    assert " ".join(pretrain.argv).count(f"--dataset imagefolder --data-root {tmp_path / 'folder'}") == 1
+    assert " ".join(pretrain.argv).count(f"--dataset imagefolder-small --data-root {tmp_path / 'folder'} "
+                                         "--image-size 32") == 1  # embedded scale: the embedded recipe
     assert pretrain.iterations == 6  # 2 epochs of the folder's 3 images, batch 1
     argv = " ".join(leg.argv)
     assert ("--dataset-coco main_job_train /d/train.json /d/img --dataset-coco main_job_test /d/val.json /d/img"
@@ -246,31 +248,33 @@ def _results(out):
 
 
 @pytest.mark.slow
-def test_the_exported_embedded_set_through_the_coco_path_gives_the_embedded_paths_ap_to_the_last_digit(
-        tmp_path, exported, torchvision_files):
-    """Same weights, seeds and images: the real-data path (--detect-coco on the exported files) and the embedded
-    default agree in every unit's AP. A test set changed afterwards is refused (its json is the data's identity);
-    with --fresh the job reruns on it and its AP changes: the path reads what it is given."""
-    base = [*TINY, "--backbones", "resnet18", "--weights", f"resnet18={torchvision_files['resnet18']}",
-            "--seeds", "0"]
-    embedded = run_tool("tools/main_job.py", *base, "--output-dir", tmp_path / "embedded", timeout=600)
+def test_the_exported_embedded_set_through_the_real_data_path_gives_the_embedded_numbers_to_the_last_digit(
+        tmp_path, exported):
+    """The same job on the embedded default and on its export (--pretrain-data: the ImageNet-style folder,
+    --detect-coco: the json + images) with the same seeds: the same pretrained weights, top-1 and every AP. A test
+    set changed afterwards is refused (the json is the data's identity); with --fresh the job reruns on it and its
+    AP changes: the path reads what it is given."""
+    base = [*TINY[:2], "--backbones", "resnet18", "--arms", "frozenbn_pretrained", "--pretrain-seeds", "0",
+            "--seeds", "0", "--pretrain-epochs", "2", "--pretrain-val-images", "64", "--detect-iterations", "2"]
+    embedded = run_tool("tools/main_job.py", *base, "--pretrain-images", "256", "--output-dir", tmp_path / "embedded",
+                        timeout=600)
     coco_args = _coco(tmp_path, exported)
-    real = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
-                    timeout=600)
-    assert embedded.returncode == 0 and real.returncode == 0, embedded.stderr[-2000:] + real.stderr[-2000:]
-    (a,), (b,) = _results(tmp_path / "embedded")["groups"], _results(tmp_path / "coco")["groups"]
-    assert [sorted(v.values()) for v in a["values"].values()] == [sorted(v.values()) for v in b["values"].values()]
-    assert a["values"]["AP"] and b["unit"] == "fine-tuning run"
-    assert "fine-tuning run(s) of one given checkpoint: pretraining variance not included" in real.stdout
+    real = [*base, "--pretrain-data", exported.imagefolder, "--detect-coco", *coco_args, "--output-dir",
+            tmp_path / "real"]
+    proc = run_tool("tools/main_job.py", *real, timeout=600)
+    assert embedded.returncode == 0 and proc.returncode == 0, embedded.stderr[-2000:] + proc.stderr[-2000:]
+    a, b = _results(tmp_path / "embedded"), _results(tmp_path / "real")
+    assert a["pretraining"] == b["pretraining"] and a["groups"][0]["values"] == b["groups"][0]["values"]
+    weights = [torch.load(d / "pretrain" / "resnet18_p0" / "model_final.pth", weights_only=True)["model"]
+               for d in (tmp_path / "embedded", tmp_path / "real")]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert "COCO json instances_train.json -> instances_test.json" in (tmp_path / "real" / "summary.txt").read_text()
     _coco(tmp_path, exported, test_images=50)  # the same file name, half the test images
-    again = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
-                     timeout=300)
+    again = run_tool("tools/main_job.py", *real, timeout=300)
     assert again.returncode == 2 and re.search(r"instances_test.json changed since .*--fresh", again.stderr)
-    fresh = run_tool("tools/main_job.py", *base, "--detect-coco", *coco_args, "--output-dir", tmp_path / "coco",
-                     "--fresh", timeout=600)
+    fresh = run_tool("tools/main_job.py", *real, "--fresh", timeout=600)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
-    (c,) = _results(tmp_path / "coco")["groups"]
-    assert sorted(c["values"]["AP"].values()) != sorted(b["values"]["AP"].values())
+    assert _results(tmp_path / "real")["groups"][0]["values"]["AP"] != b["groups"][0]["values"]["AP"]
 
 
 @pytest.mark.slow
