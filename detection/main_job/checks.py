@@ -75,9 +75,11 @@ def _validate_data(plan: MainJobPlan) -> None:
                         "held-out split as the test set (--detect-coco / --detect-voc) instead")
     if plan.gpus < 0:
         raise PlanError(f"--gpus-per-stage must be >= 0, got {plan.gpus}")
-    if plan.gpus > 1 and plan.pretrained_here() and plan.pretrain_batch % plan.gpus:
-        raise PlanError(f"--gpus-per-stage {plan.gpus}: the pretraining batch {plan.pretrain_batch} does not split "
-                        "into equal batches per GPU")
+    if plan.nodes < 1:
+        raise PlanError(f"--nodes-per-stage must be >= 1, got {plan.nodes}")
+    if plan.processes() > 1 and plan.pretrained_here() and plan.pretrain_batch % plan.processes():
+        raise PlanError(f"--gpus-per-stage {plan.gpus} --nodes-per-stage {plan.nodes}: the pretraining batch "
+                        f"{plan.pretrain_batch} does not split into equal batches over {plan.processes()} processes")
 
 
 def detection_backbones() -> list[str]:

@@ -230,6 +230,8 @@ def _checked_plan(args) -> MainJobPlan:
     plan = plan_from_args(args)
     present = not args.dry_run or all(Path(p).exists() for p in _data_paths(plan))
     plan = replace(plan, detect_data=check_data(plan.pretrain_data, plan.detect_data, present=present))
+    if plan.nodes > 1 and not (args.slurm or args.dry_run or args.report_only):
+        raise PlanError(f"--nodes-per-stage {plan.nodes}: a stage spans machines only as a Slurm job (--slurm)")
     if plan.gpus and not (args.slurm or args.dry_run or args.report_only):  # the stages train here
         import torch
 
@@ -317,7 +319,8 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     record_data_identity(out, identity)
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
-                           timeout_min=args.timeout, gpus=args.gpus_per_stage, log=lambda m: print(m, flush=True))
+                           timeout_min=args.timeout, gpus=args.gpus_per_stage, nodes=args.nodes_per_stage,
+                           log=lambda m: print(m, flush=True))
     except (RuntimeError, UsageError) as err:  # a StageConflict, or a request the partition cannot run
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1

@@ -361,16 +361,33 @@ class StageCommand:
     def __call__(self) -> int:
         from classification.engine.slurm import ignore_preemption_signal
 
-        if self.deps:  # they have run now (afterok): what this stage starts from
+        machine, log, first = self._this_node()
+        if self.deps and first:  # they have run now (afterok): what this stage starts from
             record_inputs(self.log.parent, list(self.deps))
-        with open(self.log, "a") as logf:
+        with open(log, "a") as logf:
             rc = subprocess.call([sys.executable, self.argv[0], *(["--resume"] if self.resume else []),
-                                  *self.argv[1:]], cwd=self.cwd,
+                                  *machine, *self.argv[1:]], cwd=self.cwd,
                                  env=_stage_env(self.threads), stdout=logf, stderr=subprocess.STDOUT,
                                  preexec_fn=ignore_preemption_signal)
         if rc:  # a failed job: its dependants (afterok) never start
-            raise RuntimeError(f"{' '.join(self.argv[:1])} exited {rc}; see {self.log}")
+            raise RuntimeError(f"{' '.join(self.argv[:1])} exited {rc}; see {log}")
         return rc
+
+    def _this_node(self) -> tuple[list[str], Path, bool]:
+        """This node's place in a stage of several nodes: the tools' --num-machines / --machine-rank / --dist-url
+        (node 0's host, a port from the job id: as train_det's own Slurm jobs), its log (node k > 0:
+        stage.node<k>.log) and whether it is node 0; ([], stage.log, True) on one node."""
+        import submitit
+
+        from classification.engine.slurm import port_for_job
+
+        if "SLURM_JOB_ID" not in os.environ or int(os.environ.get("SLURM_JOB_NUM_NODES") or 1) < 2:
+            return [], self.log, True
+        env = submitit.JobEnvironment()
+        machine = ["--num-machines", str(env.num_nodes), "--machine-rank", str(env.node), "--dist-url",
+                   f"tcp://{env.hostnames[0]}:{port_for_job(env.job_id)}"]
+        log = self.log if env.node == 0 else self.log.with_name(f"{self.log.stem}.node{env.node}{self.log.suffix}")
+        return machine, log, env.node == 0
 
     def checkpoint(self):
         import submitit
@@ -380,7 +397,8 @@ class StageCommand:
 
 
 def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list[str] | None = None,
-                 partition: str | None = None, timeout_min: int = 240, gpus: int = 0, log=print) -> dict[str, str]:
+                 partition: str | None = None, timeout_min: int = 240, gpus: int = 0, nodes: int = 1,
+                 log=print) -> dict[str, str]:
     """Submit every unfinished stage as its own Slurm job (submitit), after the jobs of its unfinished dependencies
     (`--dependency afterok`), and `final` (a tool's argv: the report) after all of them. Finished stages are
     reused as by run_graph; a StageConflict is raised before anything is submitted. Returns {what: job id}."""
@@ -393,12 +411,12 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
     code = code_version(project_files().root)
     limits = partition_limits(partition)
     if limits is not None:
-        check_request(limits, 1, threads, gpus)
+        check_request(limits, nodes, threads, gpus)
     jobs: dict[Path, str] = {}
 
-    def submit(name: str, command: StageCommand, deps: list[str], gpus: int = gpus) -> str:
+    def submit(name: str, command: StageCommand, deps: list[str], gpus: int = gpus, nodes: int = nodes) -> str:
         ex = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
-        params = {"name": name, "nodes": 1, "tasks_per_node": 1, "cpus_per_task": threads, "gpus_per_node": gpus,
+        params = {"name": name, "nodes": nodes, "tasks_per_node": 1, "cpus_per_task": threads, "gpus_per_node": gpus,
                   "timeout_min": timeout_min, "slurm_signal_delay_s": 120}
         if partition:
             params["slurm_partition"] = partition
@@ -424,6 +442,6 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
     ids = {str(k): v for k, v in jobs.items()}
     if final is not None:
         ids["report"] = submit("main_job-report", StageCommand(final, folder / "report.log", threads, resume=False),
-                               list(jobs.values()), gpus=0)  # reads the runs: no GPU held for it
+                               list(jobs.values()), gpus=0, nodes=1)  # reads the runs: no GPU held for it
         log(f"[main job] submitted {ids['report']}: the report, after every stage  (log: {folder / 'report.log'})")
     return ids

@@ -81,7 +81,10 @@ def _add_data_arguments(ap: argparse.ArgumentParser) -> None:
                         "of 256)")
     g.add_argument("--gpus-per-stage", type=int, default=0,
                    help="GPUs each stage trains on, one process each (the tools' --num-gpus; with --slurm, each "
-                        "stage job's GPUs); 0: one CPU process per stage")
+                        "stage job's GPUs per node); 0: one CPU process per stage")
+    g.add_argument("--nodes-per-stage", type=int, default=1,
+                   help="with --slurm: machines each stage spans (--gpus-per-stage on each; the batch and the "
+                        "linear scaling rule count every process)")
 
 
 def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None:
@@ -190,7 +193,8 @@ def _data_changes(args, base: MainJobPlan) -> dict:
     paper scale the paper's width and pretraining batch unless --width says otherwise."""
     root = Path(os.environ.get("DETECTRON2_DATASETS", "datasets"))
     folder = args.pretrain_data or (root / base.pretrain_data.folder if base.pretrain_data.folder else None)
-    changes = {"gpus": args.gpus_per_stage, "pretrain_data": PretrainData(_resolve(folder) if folder else None),
+    changes = {"gpus": args.gpus_per_stage, "nodes": args.nodes_per_stage,
+               "pretrain_data": PretrainData(_resolve(folder) if folder else None),
                "detect_data": _under(root, base.detect_data)}
     if args.detect_coco:
         tj, ti, vj, vi = map(_resolve, args.detect_coco)

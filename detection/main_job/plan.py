@@ -114,6 +114,7 @@ class MainJobPlan:
     detect_data: DetectData = DetectData()
     scale: str = "embedded"
     gpus: int = 0
+    nodes: int = 1  # machines a stage spans (Slurm), `gpus` processes on each (one CPU process without GPUs)
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
     # one budget, on the same cached composites as the pretraining; () leaves it out.
     degradation: tuple[str, ...] = ()
@@ -178,7 +179,7 @@ class MainJobPlan:
         dataset, val = self._pretrain_data_args()
         return [str(project_files().tool("train_cls.py")), "--model", model,
                 *_model_option_args(self.pretrain_options(model, norm)), *dataset,
-                "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch // max(1, self.gpus)),
+                "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch // self.processes()),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
                 "--eval-period", str(max(1, iterations // 8)), "--checkpoint-period", str(max(1, iterations // 8)),
                 "--keep-checkpoints", "1",  # a resume needs the newest; an hour-long stage loses at most 1/8
@@ -199,6 +200,10 @@ class MainJobPlan:
             return (["--dataset", "imagefolder-small", "--data-root", self.pretrain_data.folder, "--image-size",
                      str(self.pretrain_image_size)], ["--val-samples", str(self.pretrain_val_images), "--workers", "1"])
         return ["--dataset", "imagefolder", "--data-root", self.pretrain_data.folder], ["--workers", "4"]
+
+    def processes(self) -> int:
+        """Training processes a stage runs: `gpus` (or one CPU process) on each of its `nodes`."""
+        return max(1, self.gpus) * self.nodes
 
     def _gpu_args(self) -> list[str]:
         """A stage's processes: one per GPU it gets (the tools' --num-gpus); none given: one CPU process."""
@@ -238,7 +243,7 @@ class MainJobPlan:
         max_iter, _, ims = _paper_solver(tuple(leg_config_files(model, arm=arm, scale=self.scale,
                                                                 data_format=self.detect_data.format)))
         reference = ims // PAPER_IMAGES_PER_GPU
-        return int(round(max_iter * ARMS[arm].schedule / (max(1, self.gpus) / reference)))
+        return int(round(max_iter * ARMS[arm].schedule / (self.processes() / reference)))
 
     def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path) -> list[str]:
         """tools/train_det.py's command line of a detection leg: its config files, the data's registration, its

@@ -224,6 +224,7 @@ def _bad_cases(tmp_path, exported):
         (["--scale", "paper"], r"--scale paper: the paper configs train on COCO or VOC"),
         (["--selection", "--detect-voc", str(voc), "train", "val"], r"--selection holds out"),
         (["--gpus-per-stage", "1"], r"--gpus-per-stage 1 x --jobs 2: this machine has 0 GPU"),
+        (["--nodes-per-stage", "2"], r"--nodes-per-stage 2: a stage spans machines only as a Slurm job"),
     ]
 
 

@@ -228,3 +228,31 @@ def test_a_real_data_main_job_on_slurm_survives_a_requeue_and_reports_what_a_loc
         for key in COST_FIELDS:
             del row[key]
     assert here == there and here["groups"][0]["unit"] == "fine-tuning run"
+
+
+def test_a_main_job_stage_spans_two_nodes_as_one_distributed_run(slurm_cluster, tmp_path):
+    """--nodes-per-stage 2: a detection stage is one Slurm job on both nodes of the tests' cluster, one process
+    each (CPU, gloo): node 0 writes stage.log, node 1 stage.node1.log, the run is one of world size 2."""
+    import torchvision
+
+    from detection.datasets.export import export_embedded
+
+    files = export_embedded(tmp_path / "data", classification=False)
+    weights = tmp_path / "resnet18.pth"
+    torch.manual_seed(0)
+    torch.save(torchvision.models.resnet18().state_dict(), weights)
+    out = tmp_path / "job"
+    submitted = run_tool("tools/main_job.py", "--slurm", "--nodes-per-stage", "2", "--preset", "quick",
+                         "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1", "--arms",
+                         "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "2", "--threads", "1",
+                         "--detect-coco", *files.coco_args(), "--output-dir", out, env=ENV, timeout=300)
+    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
+    stage_id, report_id = re.findall(r"submitted (\d+): ", submitted.stdout)
+    nodes = subprocess.run(["scontrol", "show", "job", stage_id], capture_output=True, text=True).stdout
+    assert re.search(r"NumNodes=2\b", nodes), nodes
+    for j in (stage_id, report_id):
+        _wait(j, out, timeout=600)
+    leg = out / "detect" / "resnet18_frozenbn_pretrained_given_d0"
+    assert (leg / "stage.node1.log").is_file(), (leg / "stage.log").read_text()[-3000:]
+    assert "World size: 2" in (leg / "log.txt").read_text()
+    assert json.loads((out / "results.json").read_text())["groups"][0]["values"]["AP"]
