@@ -29,7 +29,6 @@ from .arms import ARMS
 from .checks import check_arms, check_pretrained_weights_fit
 from .data import (
     COCO,
-    TEST_NAME,
     VOC,
     DataError,
     check_data,
@@ -393,7 +392,7 @@ def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
 
     if not plan.detect_data.embedded:
         plan.detect_data.register()
-        return TEST_NAME, None
+        return plan.detect_data.names[1], None
     return ("embedded_train_holdout" if plan.selection else "embedded_val"), ensure_embedded_dataset()
 
 

@@ -30,6 +30,11 @@ EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
 # The names the job registers its detection data under in every leg (train_det's --dataset-coco / --dataset-voc);
 # the report names the data by its files, not by these.
 TRAIN_NAME, TEST_NAME = "main_job_train", "main_job_test"
+# The paper's COCO splits (Table 8: 2014 train, 80k images -> 2014 val, 40k), known by their published file names
+# and image counts: data that is them is registered under Detectron2's names for them, so the report stands it
+# beside the paper's column (report/paper.py) and a Detectron2 user reads the usual names.
+PAPER_COCO_SPLITS = {"coco_2014_train": ("instances_train2014.json", 82783),
+                     "coco_2014_val": ("instances_val2014.json", 40504)}
 
 
 class DataError(ValueError):
@@ -60,6 +65,7 @@ class DetectData:
     train: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
+    names: tuple[str, str] = (TRAIN_NAME, TEST_NAME)  # what the legs register train and test under (check_data)
 
     @property
     def embedded(self) -> bool:
@@ -88,11 +94,12 @@ class DetectData:
         return Path(side[0]).name if self.format == COCO else f"{side[0]} [{side[1]}]"
 
     def register_flags(self) -> list[str]:
-        """tools/train_det.py's flags that register the data under TRAIN_NAME / TEST_NAME ([] for embedded)."""
+        """tools/train_det.py's flags that register the data under its names ([] for embedded)."""
+        train, test = self.names
         if self.format == COCO:
-            return ["--dataset-coco", TRAIN_NAME, *self.train, "--dataset-coco", TEST_NAME, *self.test]
+            return ["--dataset-coco", train, *self.train, "--dataset-coco", test, *self.test]
         if self.format == VOC:
-            return ["--dataset-voc", TRAIN_NAME, *self.train, "--dataset-voc", TEST_NAME, *self.test,
+            return ["--dataset-voc", train, *self.train, "--dataset-voc", test, *self.test,
                     "--voc-classes", ",".join(self.classes)]
         return []
 
@@ -101,17 +108,17 @@ class DetectData:
         if self.embedded:
             return (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
                     if selection else [])
-        return ["DATASETS.TRAIN", f'("{TRAIN_NAME}",)', "DATASETS.TEST", f'("{TEST_NAME}",)',
+        return ["DATASETS.TRAIN", f'("{self.names[0]}",)', "DATASETS.TEST", f'("{self.names[1]}",)',
                 "MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))]
 
     def register(self) -> None:
-        """Register the test set under TEST_NAME in this process (the main job's chance level reads it)."""
+        """Register the test set under its name in this process (the main job's chance level reads it)."""
         from ..datasets import register_coco, register_voc
 
         if self.format == COCO:
-            register_coco(TEST_NAME, *self.test)
+            register_coco(self.names[1], *self.test)
         elif self.format == VOC:
-            register_voc(TEST_NAME, *self.test, class_names=list(self.classes))
+            register_voc(self.names[1], *self.test, class_names=list(self.classes))
 
 
 def check_data(pretrain: PretrainData, detect: DetectData, *, present: bool = True) -> DetectData:
@@ -155,7 +162,7 @@ def folder_train_images(folder: str) -> int:
 def _check_coco(detect: DetectData) -> DetectData:
     from ..datasets.coco import DatasetFormatError, read_coco_json
 
-    categories = []
+    categories, standard = [], []
     for (json_file, image_root), side in ((detect.train, "train"), (detect.test, "test")):
         if not Path(image_root).is_dir():
             raise DataError(f"--detect-coco: {side} image root {image_root}: no such directory")
@@ -166,13 +173,16 @@ def _check_coco(detect: DetectData) -> DetectData:
         categories.append(_categories(data, json_file))
         if not data.get("images"):
             raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
+        found = (Path(json_file).name, len(data["images"]))
+        standard.append(next((name for name, split in PAPER_COCO_SPLITS.items() if split == found), None))
     if categories[0] != categories[1]:
         only_train = sorted(set(categories[0]) - set(categories[1]))[:3]
         only_test = sorted(set(categories[1]) - set(categories[0]))[:3]
         raise DataError(f"--detect-coco: the categories of {detect.train[0]} and {detect.test[0]} differ (only in "
                         f"train: {only_train}, only in test: {only_test}): a class index would mean another class "
                         "in evaluation")
-    return DetectData(COCO, detect.train, detect.test, tuple(str(name) for _, name in categories[0]))
+    names = tuple(standard) if None not in standard and standard[0] != standard[1] else (TRAIN_NAME, TEST_NAME)
+    return DetectData(COCO, detect.train, detect.test, tuple(str(name) for _, name in categories[0]), names)
 
 
 def _categories(data: dict, json_file: str) -> list[tuple[int, str]]:

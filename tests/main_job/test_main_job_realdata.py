@@ -92,6 +92,26 @@ def test_coco_and_voc_data_become_each_legs_registration_and_its_class_count(tmp
     assert "--dataset-coco" not in default and "NUM_CLASSES" not in default and "imagefolder" not in default
 
 
+def test_the_papers_coco_splits_keep_detectron2s_names_so_the_report_can_stand_them_beside_the_paper(tmp_path):
+    """Files that are COCO 2014 train / val (published names and image counts) are registered under
+    coco_2014_train / coco_2014_val (report/paper.py's Table 8 gate reads those); any other file under the job's
+    own names."""
+    from detection.main_job.data import check_data
+
+    cats = [{"id": 1, "name": "person"}]
+    for name, n in (("instances_train2014.json", 82783), ("instances_val2014.json", 40504)):
+        (tmp_path / name).write_text(json.dumps({"images": [{"id": i} for i in range(1, n + 1)], "annotations": [],
+                                                 "categories": cats}))
+    paper = DetectData(COCO, (str(tmp_path / "instances_train2014.json"), str(tmp_path)),
+                       (str(tmp_path / "instances_val2014.json"), str(tmp_path)))
+    checked = check_data(PretrainData(), paper)
+    assert checked.names == ("coco_2014_train", "coco_2014_val") and checked.classes == ("person",)
+    assert "--dataset-coco coco_2014_train" in " ".join(checked.register_flags())
+    assert 'DATASETS.TEST ("coco_2014_val",)' in " ".join(checked.overrides(False))
+    other = DetectData(COCO, paper.test, paper.test)  # val as both: not the paper's splits
+    assert check_data(PretrainData(), other).names == ("main_job_train", "main_job_test")
+
+
 def test_paper_scale_legs_run_the_paper_config_and_scale_linearly_with_their_gpus(tmp_path):
     """Detectron2 rescales a leg from the config's reference world size (16 images = 8 GPUs x 2) to the GPUs it
     gets; the stage expects the iterations Detectron2's own auto_scale_workers gives."""
