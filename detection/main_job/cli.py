@@ -37,7 +37,16 @@ from .data import (
     record_data_identity,
 )
 from .family import family_sections, given_weights_top1
-from .graph import STOP_REQUESTED, Estimator, read_stage_record, run_graph, stage_done, submit_graph
+from .graph import (
+    STOP_REQUESTED,
+    Estimator,
+    StageConflict,
+    check_stage,
+    read_stage_record,
+    run_graph,
+    stage_done,
+    submit_graph,
+)
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .options import build_parser, plan_from_args
 from .paper_cost import IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
@@ -187,8 +196,12 @@ def _main(argv: list[str] | None = None) -> int:
         check_data_identity(out, identity)
     if args.slurm and not args.dry_run:
         return _submit_to_slurm(args, argv, stages, threads, out, identity)
-    if args.report_only:
-        missing = [s for s in stages if not ((s.out / STAGE_RECORD).is_file() and stage_done(s))]
+    if args.report_only:  # the checks a rerun makes: the settings each stage ran with, the inputs it started from
+        try:
+            missing = [s for s in stages if not check_stage(s, threads)]
+        except StageConflict as err:
+            print(f"[main job] error: --report-only: {err}", file=sys.stderr)
+            return 1
         if missing:
             print("[main job] error: --report-only: unfinished stages: " + "; ".join(s.title for s in missing),
                   file=sys.stderr)

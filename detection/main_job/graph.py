@@ -39,7 +39,7 @@ from ..project import project_files
 from .plan import Stage
 
 __all__ = ["StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
-           "StageRecord", "read_stage_record", "stage_done", "STOP_REQUESTED"]
+           "check_stage", "StageRecord", "read_stage_record", "stage_done", "STOP_REQUESTED"]
 
 # Set by the main job's SIGINT / SIGTERM handler before it raises KeyboardInterrupt. Python swallows an exception
 # raised while it runs a fork hook ("Exception ignored in ... _releaseLock"): a signal that lands while Popen starts
@@ -133,7 +133,7 @@ def _write_record(stage: Stage, threads: int, code: dict) -> None:
         indent=1))
 
 
-def _check_stage(stage: Stage, threads: int) -> bool:
+def check_stage(stage: Stage, threads: int) -> bool:
     """True if the stage is finished with these settings and its inputs unchanged; raises StageConflict, naming what
     to do with that one directory, if it holds another stage's, was trained from weights that changed since, or is
     unfinished at another thread count. A finished stage is reused whatever thread count it ran with (its record
@@ -230,7 +230,7 @@ def run_graph(stages: list[Stage], jobs: int, threads: int, estimator: Estimator
     GPUs); raises RuntimeError naming the first stage that failed (after the running ones end) and StageConflict
     before anything runs."""
     slots = GpuSlots(gpus)
-    finished = {s.out for s in stages if _check_stage(s, threads)}
+    finished = {s.out for s in stages if check_stage(s, threads)}
     root = project_files().root
     code = code_version(root)
     for s in stages:
@@ -407,7 +407,7 @@ def submit_graph(stages: list[Stage], threads: int, folder: Path, *, final: list
     from classification.engine.errors import UsageError
     from classification.engine.slurm import check_request, partition_limits, submit_to
 
-    finished = {s.out for s in stages if _check_stage(s, threads)}
+    finished = {s.out for s in stages if check_stage(s, threads)}
     code = code_version(project_files().root)
     limits = partition_limits(partition)
     if limits is not None:

@@ -7,10 +7,15 @@ A block is
     ... generated text ...
     <!-- end results -->
 and everything between the markers is replaced by `render(<that file>)`; prose outside the blocks is the authors'.
-"""
+A file is untrusted: every name is escaped as the report's Markdown tables escape cells (HTML, and `|` in a cell),
+so no name can shift a row or end a block; an undefined number (null, NaN) is "—"; anything else that is not what
+results.json holds -- a key of another type, a mean that is no number or outside [0, 100] -- is one line naming the
+file and the key (ResultsDocError)."""
 
 from __future__ import annotations
 
+import html
+import math
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -46,53 +51,132 @@ def comparison_from_json(d: dict) -> Comparison:
     return Comparison(**values)
 
 
-def _mean_ci(stat: dict | None) -> str:
+def _md(text) -> str:
+    """Text from the file as Markdown shows it (report.document's rule: HTML escaped)."""
+    return html.escape(str(text), quote=False)
+
+
+def _row(cells) -> str:
+    """A Markdown table row, each cell escaped as report.document.markdown_table escapes it."""
+    return "| " + " | ".join(_md(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def _get(d, key: str, kind: type | tuple, where: str, default=None):
+    """d[key] of the type results.json gives it (None and absent: `default`); ResultsDocError naming the key."""
+    if not isinstance(d, dict):
+        raise ResultsDocError(f"{where}: an object, got {type(d).__name__}")
+    v = d.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, kind) or isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise ResultsDocError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {v!r:.60}")
+    return v
+
+
+def _number(v, where: str, bounds: tuple[float, float] | None = None) -> float | None:
+    """A finite number (None for null / NaN: undefined), within `bounds` when given."""
+    if v is None or isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ResultsDocError(f"{where}: expected a finite number, got {v!r:.60}")
+    if bounds and not bounds[0] <= v <= bounds[1]:
+        raise ResultsDocError(f"{where}: {v:g} is outside [{bounds[0]:g}, {bounds[1]:g}] (a percentage)")
+    return float(v)
+
+
+def _mean_ci(stat, where: str) -> str:
+    """mean [95% interval] of a statistic (AP or an error, in percent); "—" where it is undefined."""
     if not stat:
         return "—"
-    ci = stat.get("interval")
-    return f"{stat['mean']:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+    if not isinstance(stat, dict):
+        raise ResultsDocError(f"{where}: a statistic is an object with a 'mean', got {stat!r:.60}")
+    mean = _number(stat.get("mean"), f"{where}.mean", (0.0, 100.0))
+    if mean is None:
+        return "—"
+    ci = _get(stat, "interval", list, where)
+    if ci is None:
+        return f"{mean:.1f}"
+    ends = [_number(x, f"{where}.interval") for x in ci]
+    if len(ends) != 2 or None in ends:
+        raise ResultsDocError(f"{where}.interval: two finite numbers, got {ci!r:.60}")
+    return f"{mean:.1f} [{ends[0]:.1f}, {ends[1]:.1f}]"
 
 
-def render(results: dict) -> str:
+def render(results: dict, where: str = "results") -> str:
     """The block's markdown: each detection group (mean [95% interval over its units]), pretraining errors, the
-    degradation nets, and every comparison of the job's family as the summary prints it, with its call."""
+    degradation nets, and every comparison of the job's family as the summary prints it, with its call. `where`
+    names the file in errors."""
+    if not isinstance(results, dict):
+        raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
+    lines = _group_lines(results, where) + _leaderboard_lines(results, where)
+    for label, stat in _get(results, "pretraining", dict, where, {}).items():
+        units = _get(stat, "units", int, f"{where}.pretraining.{label}", 0)
+        lines.append(f"- pretraining {_md(label)}: val top-1 error {_mean_ci(stat, f'{where}.pretraining.{label}')}% "
+                     f"over {units} run(s)")
+    return "\n".join(lines + _degradation_and_comparison_lines(results, where)).strip() + "\n"
+
+
+def _group_lines(results: dict, where: str) -> list[str]:
+    groups = _get(results, "groups", list, where, [])
+    if not groups:
+        return []
+    lines = ["| group | arm | units | AP50 | AP | AP75 |", "|---|---|---|---|---|---|"]
+    for i, g in enumerate(groups):
+        at = f"{where}.groups[{i}]"
+        m = _get(g, "metrics", dict, at, {})
+        name, unit = _get(g, "name", str, at), _get(g, "unit", str, at)
+        if name is None or unit is None:
+            raise ResultsDocError(f"{at}: a group has a 'name' and a 'unit' (what its interval is over)")
+        units = _get(m.get("AP50") or {}, "units", int, f"{at}.metrics.AP50", 0)
+        lines.append(_row([name, _get(g, "arm", str, at) or _get(g, "init", str, at, "—"),
+                           f"{units} {unit}{'' if units == 1 else 's'}",
+                           *(_mean_ci(m.get(k), f"{at}.metrics.{k}") for k in ("AP50", "AP", "AP75"))]))
+    return lines + [""]
+
+
+def _leaderboard_lines(results: dict, where: str) -> list[str]:
+    try:
+        board = leaderboard_from_json(_get(results, "leaderboard", list, where, []))
+        head, rows = leaderboard_table(board) if board else ([], [])
+        correlation = correlation_text(correlation_from_json(results.get("correlation"))) if board else ""
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise ResultsDocError(f"{where}.leaderboard: not what results.json holds ({err})") from None
+    if not board:
+        return []
+    return [f"Leaderboard ({_md(board[0].arm)}, sorted by AP):", "", _row(head), "|" + "---|" * len(head),
+            *map(_row, rows), "", _md(correlation), ""]
+
+
+def _degradation_and_comparison_lines(results: dict, where: str) -> list[str]:
     lines = []
-    groups = results.get("groups") or []
-    if groups:
-        lines += ["| group | arm | units | AP50 | AP | AP75 |", "|---|---|---|---|---|---|"]
-        for g in groups:
-            m = g.get("metrics") or {}
-            units = m.get("AP50", {}).get("units", 0)
-            lines.append(f"| {g['name']} | {g.get('arm') or g.get('init', '—')} | {units} {g['unit']}"
-                         f"{'' if units == 1 else 's'} | "
-                         f"{_mean_ci(m.get('AP50'))} | {_mean_ci(m.get('AP'))} | {_mean_ci(m.get('AP75'))} |")
-        lines.append("")
-    board = leaderboard_from_json(results.get("leaderboard") or [])
-    if board:
-        head, rows = leaderboard_table(board)
-        lines += [f"Leaderboard ({board[0].arm}, sorted by AP):", "", "| " + " | ".join(head) + " |",
-                  "|" + "---|" * len(head), *["| " + " | ".join(r) + " |" for r in rows], "",
-                  correlation_text(correlation_from_json(results.get("correlation"))), ""]
-    for label, stat in (results.get("pretraining") or {}).items():
-        lines.append(f"- pretraining {label}: val top-1 error {_mean_ci(stat)}% over {stat['units']} run(s)")
-    nets = results.get("degradation") or []
+    nets = _get(results, "degradation", list, where, [])
     if nets:
         lines += ["", "| net | seeds | training error % | val error % | seeds at chance |", "|---|---|---|---|---|"]
-        for d in nets:
-            seeds = (d.get("train_error") or {}).get("units", 0)
-            lines.append(f"| {d['model']} | {seeds} | {_mean_ci(d.get('train_error'))} | "
-                         f"{_mean_ci(d.get('val_error'))} | {len(d.get('at_chance') or [])} |")
+        for i, d in enumerate(nets):
+            at = f"{where}.degradation[{i}]"
+            seeds = _get(_get(d, "train_error", dict, at, {}), "units", int, f"{at}.train_error", 0)
+            lines.append(_row([_get(d, "model", str, at, "?"), seeds,
+                               _mean_ci(d.get("train_error"), f"{at}.train_error"),
+                               _mean_ci(d.get("val_error"), f"{at}.val_error"),
+                               len(_get(d, "at_chance", list, at, []))]))
     stuck = {d["model"] for d in nets if d.get("at_chance")}
-    comparisons = [(label, comparison_from_json(c), _nets_of(kind, i, c, results)) for kind, label in KINDS
-                   for i, c in enumerate(results.get(kind) or [])]
+    comparisons = [(label, _comparison(c, f"{where}.{kind}[{i}]"), _nets_of(kind, i, c, results))
+                   for kind, label in KINDS for i, c in enumerate(_get(results, kind, list, where, []))]
     if comparisons:
-        lines += ["", f"Comparisons (one family: {results.get('family') or 'not adjusted'}):"]
+        lines += ["", f"Comparisons (one family: {_md(results.get('family') or 'not adjusted')}):"]
         for label, c, models in comparisons:
             at_chance = [m for m in models if m in stuck]
-            lines.append(f"- {label}, {c.a} vs {c.b}: {c.describe()}" + (
-                f"; not read as evidence about depth: {', '.join(at_chance)} did not leave chance in every seed"
+            lines.append(f"- {label}, {_md(c.a)} vs {_md(c.b)}: {c.describe()}" + (  # names escaped, our text not
+                f"; not read as evidence about depth: {_md(', '.join(at_chance))} did not leave chance in every seed"
                 if at_chance else ""))  # as the job's notes (results.degradation_notes)
-    return "\n".join(lines).strip() + "\n"
+    return lines
+
+
+def _comparison(d, where: str) -> Comparison:
+    try:
+        return comparison_from_json(d)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
 
 
 def _nets_of(kind: str, index: int, c: dict, results: dict) -> tuple[str, ...]:
@@ -116,13 +200,17 @@ def _load(doc: Path, cited: str) -> dict:
     return data
 
 
+def _render(doc: Path, cited: str) -> str:
+    return render(_load(doc, cited), f"{doc}: {cited}")
+
+
 def regenerate(doc: Path) -> str:
     """The document's text with every results block rendered anew from the file it cites."""
     text = doc.read_text()
-    return BLOCK.sub(lambda m: m.group(1) + render(_load(doc, m.group("path"))) + m.group(4), text)
+    return BLOCK.sub(lambda m: m.group(1) + _render(doc, m.group("path")) + m.group(4), text)
 
 
 def stale_blocks(doc: Path) -> list[str]:
     """The files whose blocks in `doc` differ from their rendering (empty: the document says what they hold)."""
     text = doc.read_text()
-    return [m.group("path") for m in BLOCK.finditer(text) if m.group("body") != render(_load(doc, m.group("path")))]
+    return [m.group("path") for m in BLOCK.finditer(text) if m.group("body") != _render(doc, m.group("path"))]

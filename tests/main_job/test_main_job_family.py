@@ -180,6 +180,8 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
     torch.save(torchvision.models.resnet18().state_dict(), torchvision_resnet18)  # another file, the same name
     again = run_tool("tools/main_job.py", *args, timeout=300)
     assert again.returncode == 1 and f"was trained from {torchvision_resnet18}, which changed" in again.stderr
+    report = run_tool("tools/main_job.py", *args, "--report-only", timeout=300)  # the same check, not a report
+    assert report.returncode == 1 and f"--report-only: {out}" in report.stderr and "which changed" in report.stderr
 
 
 @pytest.mark.slow

@@ -148,21 +148,21 @@ def test_a_stage_whose_dependency_was_retrained_or_deleted_is_not_reused(tmp_pat
     monkeypatch.setattr(graph, "stage_done", lambda s: (s.out / "model_final.pth").is_file())  # these scripts'
     run_graph([a, b], 1, 1, Estimator({}, 1), lambda m: None)
     assert read_stage_record(b.out).inputs == graph.input_identity(b.deps) != {}
-    assert graph._check_stage(b, 1)  # unchanged: reused
+    assert graph.check_stage(b, 1)  # unchanged: reused
     os.utime(a.out / "model_final.pth", (1, 1))  # copied without its times (cp -r): the same content, reused
-    assert graph._check_stage(b, 1)
+    assert graph.check_stage(b, 1)
     record = json.loads((b.out / STAGE_RECORD).read_text())
     (b.out / STAGE_RECORD).write_text(json.dumps({**record, "inputs": {str(a.out): None}}))
-    assert graph._check_stage(b, 1)  # recorded at Slurm submission, before the dependency ran: unknown, reused
+    assert graph.check_stage(b, 1)  # recorded at Slurm submission, before the dependency ran: unknown, reused
     graph.record_inputs(b.out, b.deps)  # what the Slurm job body writes when it starts
     assert read_stage_record(b.out).inputs == graph.input_identity(b.deps)
     (a.out / "model_final.pth").write_bytes(b"retrained with other settings")
     with pytest.raises(StageConflict, match=rf"{b.out} was trained from {a.out / 'model_final.pth'}, which "
                                             r"changed since \(retrained\?\): delete"):
-        graph._check_stage(b, 1)
+        graph.check_stage(b, 1)
     (a.out / "model_final.pth").unlink()
     with pytest.raises(StageConflict, match="which is gone"):
-        graph._check_stage(b, 1)
+        graph.check_stage(b, 1)
 
 
 def test_a_pretraining_stage_trained_with_the_earlier_batch_draws_is_not_reused(tmp_path):
@@ -177,8 +177,8 @@ def test_a_pretraining_stage_trained_with_the_earlier_batch_draws_is_not_reused(
     (stage.out / CONFIG_JSON).write_text(json.dumps(settings))
     with pytest.raises(StageConflict, match=r"m_p0 was trained before the cached batches drew each sample's crops "
                                             r"and flips from its own stream position .* Delete that directory"):
-        graph._check_stage(stage, 1)
+        graph.check_stage(stage, 1)
     (stage.out / CONFIG_JSON).write_text(json.dumps({**settings, "augmentation_stream": AUGMENTATION_STREAM}))
-    assert graph._check_stage(stage, 1) is False  # this code's record: resumed (unfinished here), not refused
+    assert graph.check_stage(stage, 1) is False  # this code's record: resumed (unfinished here), not refused
     (stage.out / CONFIG_JSON).write_text(json.dumps({**settings, "embedded_cache": False}))
-    assert graph._check_stage(stage, 1) is False  # the uncached path always drew per sample
+    assert graph.check_stage(stage, 1) is False  # the uncached path always drew per sample

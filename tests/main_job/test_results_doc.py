@@ -5,8 +5,17 @@ citing a missing file is one line naming it."""
 import json
 import shutil
 
+import pytest
+
 from conftest import REPO, run_tool
-from detection.main_job.results_doc import BLOCK, comparison_from_json, regenerate, render, stale_blocks
+from detection.main_job.results_doc import (
+    BLOCK,
+    ResultsDocError,
+    comparison_from_json,
+    regenerate,
+    render,
+    stale_blocks,
+)
 from detection.report.comparison import adjust, compare
 
 
@@ -70,3 +79,64 @@ def test_the_copy_of_results_md_in_a_tmp_dir_needs_its_files(tmp_path):
     shutil.copy(REPO / "RESULTS.md", tmp_path / "RESULTS.md")
     proc = run_tool("tools/results_doc.py", tmp_path / "RESULTS.md", "--check", timeout=120)
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def _group(name="resnet18_frozenbn_pretrained", unit="pretraining run", ap50=90.0, ap=60.0):
+    return {"name": name, "arm": "frozenbn_pretrained", "unit": unit,
+            "metrics": {"AP50": {"mean": ap50, "units": 3, "interval": [88.0, 92.0]},
+                        "AP": {"mean": ap, "units": 3, "interval": None}}}
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells, split where a `|` is not escaped."""
+    import re
+
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+
+
+@pytest.mark.bad_input
+def test_a_name_with_a_pipe_or_html_stays_in_its_cell_and_each_column_keeps_its_metric():
+    text = render({"groups": [_group(name="a|b <script>x</script>")]})
+    row = next(ln for ln in text.splitlines() if ln.startswith("| a"))
+    cells = _cells(row)
+    assert len(cells) == 6 and cells[3] == "90.0 [88.0, 92.0]" and cells[4] == "60.0"  # AP50, then AP
+    assert "<script>" not in text and "&lt;script&gt;" in text
+
+
+@pytest.mark.bad_input
+def test_a_name_holding_the_end_marker_cannot_split_the_block_and_regeneration_is_idempotent(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"groups": [_group(name="x <!-- end results --> y")]}))
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("<!-- results: r.json -->\n<!-- end results -->\ntail\n")
+    once = regenerate(doc)
+    doc.write_text(once)
+    assert regenerate(doc) == once and stale_blocks(doc) == [] and once.count("<!-- end results -->") == 1
+
+
+@pytest.mark.bad_input
+def test_undefined_numbers_are_dashes_and_malformed_files_are_one_error_naming_file_and_key(tmp_path):
+    nan = _group()
+    nan["metrics"]["AP"]["mean"] = float("nan")
+    null = _group()
+    null["metrics"]["AP50"]["mean"] = None
+    assert _cells(render({"groups": [nan]}).splitlines()[2])[4] == "—"
+    assert _cells(render({"groups": [null]}).splitlines()[2])[3] == "—"
+    bad = {"object groups": ({"groups": {"a": 1}}, r"f.json\.groups: expected list"),
+           "a list": ([1, 2], r"f.json: a results.json is an object, got list"),
+           "a string mean": ({"groups": [_group(ap50="90")]}, r"groups\[0\]\.metrics\.AP50\.mean: expected a finite"),
+           "no unit": ({"groups": [{"name": "g", "metrics": {}}]}, r"groups\[0\]: a group has a 'name' and a 'unit'"),
+           "huge AP": ({"groups": [_group(ap50=1e308)]}, r"AP50\.mean: 1e\+308 is outside \[0, 100\]"),
+           "negative error": ({"pretraining": {"r18 BN": {"mean": -50, "units": 1}}},
+                              r"pretraining\.r18 BN\.mean: -50 is outside"),
+           "bad comparison": ({"deltas": [{"a": 1}]}, r"deltas\[0\]: not a comparison")}
+    for what, (results, message) in bad.items():
+        with pytest.raises(ResultsDocError, match=message):
+            render(results, "f.json")
+        (tmp_path / "f.json").write_text(json.dumps(results))
+        (tmp_path / "DOC.md").write_text("<!-- results: f.json -->\n<!-- end results -->\n")
+        proc_err = None
+        try:
+            stale_blocks(tmp_path / "DOC.md")
+        except ResultsDocError as err:
+            proc_err = str(err)
+        assert proc_err and "DOC.md: f.json" in proc_err and "\n" not in proc_err, what
