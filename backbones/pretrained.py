@@ -166,7 +166,8 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
 
 
 def unusable_values(converted: Mapping[str, Any], model_sd: Mapping[str, torch.Tensor]) -> list[str]:
-    """Tensors no model should be loaded with: inf/NaN, or integers (e.g. an int8 safetensors) for float ones."""
+    """Tensors no model should be loaded with: inf/NaN, integers (e.g. an int8 safetensors) for float ones, or a
+    norm's running variance below 0 (a frozen BN divides by its square root: NaN outputs, "AP 0.00", no error)."""
     bad = []
     for k, v in converted.items():
         if k not in model_sd or not model_sd[k].is_floating_point():
@@ -178,6 +179,8 @@ def unusable_values(converted: Mapping[str, Any], model_sd: Mapping[str, torch.T
             bad.append(f"{k}: {t.dtype} values for a {model_sd[k].dtype} parameter")
         elif not torch.isfinite(t).all():
             bad.append(f"{k}: {int((~torch.isfinite(t)).sum())} of {t.numel()} values are inf/NaN")
+        elif k.endswith("running_var") and (t < 0).any():
+            bad.append(f"{k}: {int((t < 0).sum())} of {t.numel()} values are negative (a variance)")
     return bad
 
 

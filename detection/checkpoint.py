@@ -124,8 +124,9 @@ class BackbonesCheckpointer(DetectionCheckpointer):
         bad = unusable_values(sd, model_sd)  # the check load_pretrained applies to backbone weights
         for what, keys in (("missing in the checkpoint", missing), ("not in this model", unexpected),
                            ("shape differs", shapes),
-                           ("integer tensors for float parameters", [b for b in bad if "inf/NaN" not in b]),
-                           ("inf/NaN values", [b for b in bad if "inf/NaN" in b])):
+                           ("integer tensors for float parameters", [b for b in bad if " values for a " in b]),
+                           ("inf/NaN values", [b for b in bad if "inf/NaN" in b]),
+                           ("negative running variances", [b for b in bad if "(a variance)" in b])):
             if keys:
                 problems.append(f"{len(keys)} {what}, e.g. {keys[:3]}")
         if problems:

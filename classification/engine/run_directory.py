@@ -19,7 +19,8 @@ from .errors import UsageError
 from .run_files import CHECKPOINT_GLOB, LAST_CHECKPOINT, run_results_held
 
 __all__ = ["RunDirectoryBusy", "claim_run_directory", "lock_run_directory", "refuse_existing_run",
-           "refuse_changed_settings", "refuse_symlinks", "last_checkpoint_file", "remove_partial_writes",
+           "refuse_changed_settings", "refuse_symlinks", "refuse_special_files", "last_checkpoint_file",
+           "remove_partial_writes",
            "prune_intermediate_checkpoints", "LOCK_NAME"]
 
 LOCK_NAME = ".run.lock"
@@ -118,6 +119,19 @@ def refuse_symlinks(output_dir: str | os.PathLike) -> None:
                          "output directory")
 
 
+def refuse_special_files(output_dir: str | os.PathLike) -> None:
+    """UsageError if an entry of the run directory is neither a regular file nor a directory (a FIFO, a socket, a
+    device): a run reads and writes its files by name, and opening a FIFO blocks forever (`--resume` with
+    metrics.json a FIFO hung)."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return
+    odd = sorted(p for p in out.iterdir() if not p.is_symlink() and not (p.is_file() or p.is_dir()))
+    if odd:
+        raise UsageError(f"{odd[0]}: not a regular file (a FIFO, socket or device); a run reads and writes its "
+                         "files by name and would block on it. Remove it or choose another output directory")
+
+
 def remove_partial_writes(output_dir: str | os.PathLike) -> list[str]:
     """Delete the temporary files of atomic writes (`.NAME.XXXXXXXX.tmp`, backbones.checkpoint_io) that a killed
     writer left behind (SIGKILL, or SIGTERM without a handler, mid-save: the rename never came); only while holding
@@ -159,6 +173,7 @@ def claim_run_directory(output_dir: str | os.PathLike, *, resume: bool, writer: 
     if writer:
         lock_run_directory(output_dir)
         refuse_symlinks(output_dir)
+        refuse_special_files(output_dir)
         remove_partial_writes(output_dir)
     refuse_existing_run(output_dir, resume=resume, what=what, flag=flag, resumable=resumable)
     if resume and recorded is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "EVALUATION", "OLD_TRAINING_LOG", "DetectionRunFiles", "detection_run_files", "run_results_held",
-           "is_jsonwriter_log", "adopt_detectron2_layout", "JOB_DATA",
+           "is_jsonwriter_log", "log_has_evaluation", "adopt_detectron2_layout", "JOB_DATA",
            "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
@@ -106,11 +107,31 @@ def read_json(path: Path):
 
 def run_results_held(path) -> list[str]:
     """The RUN_MARKERS in `path` that a new run would overwrite: checkpoints, EVALUATION, and METRICS unless it is
-    Detectron2's JSONWriter log (of a detection run killed before its first checkpoint, which a new run starts
-    afresh); a summary -- a classification run's, a detection run's before 2026-12-06 -- or an unreadable one is
-    held."""
+    Detectron2's JSONWriter log of a detection run killed before its first checkpoint and before any evaluation
+    (which a new run starts afresh); a summary -- a classification run's, a detection run's before 2026-12-06 --, a
+    log that holds evaluation results ("bbox/AP", ...: a log with results is a result) or an unreadable one is
+    held. Any entry that is not a regular file or directory counts too (a FIFO blocked the reader)."""
     path = Path(path)
-    return [f for f in RUN_MARKERS if (path / f).is_file() and (f != METRICS or not is_jsonwriter_log(path / f))]
+    return [f for f in RUN_MARKERS if os.path.lexists(path / f) and (
+        f != METRICS or not (is_jsonwriter_log(path / f) and not log_has_evaluation(path / f)))]
+
+
+def log_has_evaluation(metrics_file: Path, limit: int = RUN_FILE_LIMIT) -> bool:
+    """Whether a JSONWriter log holds evaluation results (a row with a "<task>/<metric>" key, as Detectron2's
+    EvalHook writes them), read a line at a time (never the whole file at once), at most `limit` bytes; a log
+    over the limit or unreadable counts as holding them (kept, not replaced)."""
+    try:
+        with open(bounded_read.regular_file(metrics_file, limit=ANY_SIZE), "rb") as f:
+            read = 0
+            for line in iter(lambda: f.readline(MiB), b""):
+                read += len(line)
+                if read > limit:
+                    return True
+                if b'/' in line and re.search(rb'"[A-Za-z0-9_]+/[^"]+"\s*:', line):
+                    return True
+    except (UnreadableFile, OSError):
+        return True
+    return False
 
 
 def is_jsonwriter_log(metrics_file: Path) -> bool:

@@ -148,9 +148,16 @@ def test_only_detectron2s_log_of_a_killed_run_may_be_replaced_and_one_directory_
     from classification.engine.run_files import RunFileError, adopt_detectron2_layout, run_results_held
 
     for text, held in (('{"final": {"top1": 1}', True), ("{\n  \"evaluation\": {}\n}", True), ("\x00\xff", True),
-                       ("", False), ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 39', False)):
+                       ("", False), ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 39', False),
+                       # a finished run's log without its checkpoints: its evaluation rows are results (#69 item 7)
+                       ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 20, "bbox/AP": 41.5}\n', True)):
         (tmp_path / "metrics.json").write_text(text)
         assert run_results_held(tmp_path) == (["metrics.json"] if held else []), text
+    from classification.engine.run_files import log_has_evaluation
+
+    (tmp_path / "metrics.json").write_text('{"iteration": 1, "total_loss": 2.0}\n' * 1000)
+    assert not log_has_evaluation(tmp_path / "metrics.json")  # read line by line, within the limit
+    assert log_has_evaluation(tmp_path / "metrics.json", limit=1000)  # past the limit: kept, not replaced
     old = tmp_path / "old"
     old.mkdir()
     (old / "metrics.json").write_text('{\n  "evaluation": {}\n}')
@@ -469,3 +476,50 @@ def test_map_dataset_retries_a_failed_sample_on_python_311():
 
     ds = MapDataset([1, 2, 3], lambda x: None if x == 2 else x)
     assert ds[1] in (1, 3)  # the retry drew from the fallback set (a TypeError on Python 3.11 before the patch)
+
+
+@pytest.mark.bad_input
+def test_load_pretrained_refuses_a_negative_running_variance_naming_the_file_and_the_key(tmp_path):
+    """A negative BN running_var in MODEL.WEIGHTS: frozen BN divides by its square root -- train_det exited 0 with
+    NaN outputs and AP 0.00, no warning. Now an unusable value, named with its file, as inf/NaN are."""
+    src = create_model("resnet18", width=0.25, num_classes=10)
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    key = "stem.bn1.running_var" if "stem.bn1.running_var" in sd else next(k for k in sd if k.endswith("running_var"))
+    sd[key][0] = -1.0
+    torch.save(sd, tmp_path / "w.pth")
+    with pytest.raises(Exception, match=rf"w\.pth(.|\n)*{key}: 1 of \d+ values are negative \(a variance\)"):
+        load_pretrained(create_model("resnet18", width=0.25, num_classes=10), tmp_path / "w.pth")
+
+
+@pytest.mark.bad_input
+@pytest.mark.slow
+def test_a_run_directory_holding_a_fifo_is_refused_in_one_line_not_hung(tiny_data, tiny_detector, tmp_path):
+    """train_det --resume with metrics.json a FIFO (or an old-layout training_log.json, moved to that name) hung
+    opening it; non-regular files are refused up front, as symbolic links are."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_detector, run)
+    (run / "metrics.json").unlink()
+    os.mkfifo(run / "metrics.json")
+    proc = run_tool(*det_args(tiny_data, run, 3, "--resume"), timeout=120)
+    assert proc.returncode != 0 and f"{run / 'metrics.json'}: not a regular file" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.bad_input
+def test_a_long_training_log_is_read_a_line_at_a_time_keeping_only_what_the_report_uses(tmp_path):
+    """The report, the main job and compare_jobs read metrics.json whole and split it, every row whole: a 30 MB log
+    cost 764 MiB. Now a line at a time, each row's iteration / time / total_loss / lr kept: the peak allocation
+    stays within 2.5x the file (tracemalloc counts allocations, not time: the same on every machine)."""
+    import tracemalloc
+
+    from detection.report.runs import _read_train_log
+
+    row = {f"loss_{k}": 0.123456789 for k in range(20)} | {"lr": 0.01, "time": 0.5, "total_loss": 1.5}
+    log = tmp_path / "metrics.json"
+    log.write_text("".join(json.dumps({**row, "iteration": i}) + "\n" for i in range(5000)) + '{"iteration": 49')
+    tracemalloc.start()
+    rows = _read_train_log(log)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(rows) == 5000 and rows[7] == {"iteration": 7, "time": 0.5, "total_loss": 1.5, "lr": 0.01}
+    assert peak < 2.5 * log.stat().st_size, f"{peak / log.stat().st_size:.1f}x the file"
