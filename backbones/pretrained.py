@@ -27,6 +27,7 @@ from .weight_formats import (
     KNOWN_META,
     TORCHVISION_MEAN,
     TORCHVISION_STD,
+    FormatError,
     MetadataError,
     WeightsMeta,
     check_meta_dict,
@@ -209,7 +210,10 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
                          strict: bool = True, drop_classifier: bool = False) -> LoadReport:
     """`load_pretrained` for weights already read by `read_weights`."""
     model_sd = model.state_dict()
-    converted, skipped, unmatched = convert_state_dict(sd, fmt, list(model_sd))
+    try:
+        converted, skipped, unmatched = convert_state_dict(sd, fmt, list(model_sd))
+    except FormatError as err:
+        raise FormatError(f"{source}: {err}") from None
     if drop_classifier:
         skipped += [k for k in converted if k.startswith(CLASSIFIER_PREFIX)]
         converted = {k: v for k, v in converted.items() if not k.startswith(CLASSIFIER_PREFIX)}

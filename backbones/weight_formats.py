@@ -172,14 +172,20 @@ def detect_format(sd: Mapping[str, Any], container: Mapping[str, Any]) -> str:
 
 
 def _rename(sd: Mapping[str, Any], rules: list[tuple[str, str]]) -> tuple[dict[str, Any], list[str]]:
-    """Apply the first matching (regex, replacement) rule to each key; keys no rule matches are returned apart."""
-    out, unmatched = {}, []
+    """Apply the first matching (regex, replacement) rule to each key; keys no rule matches are returned apart.
+    FormatError naming both keys when two map to one parameter (`backbone.res2.*` beside `res2.*`): the last one
+    silently won, and which of the two the file means cannot be known."""
+    out, unmatched, source = {}, [], {}
     compiled = [(re.compile(p), r) for p, r in rules]
     for key, value in sd.items():
         for pat, repl in compiled:
             m = pat.fullmatch(key)
             if m:
-                out[repl(m) if callable(repl) else m.expand(repl)] = value
+                target = repl(m) if callable(repl) else m.expand(repl)
+                if target in out:
+                    raise FormatError(f"keys {source[target]!r} and {key!r} both map to {target!r}: the file holds "
+                                      "that parameter twice")
+                out[target], source[target] = value, key
                 break
         else:
             unmatched.append(key)

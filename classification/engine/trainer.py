@@ -268,7 +268,8 @@ def save_checkpoint(run: Run) -> None:
                            "iteration": run.iteration, "history": run.history,
                            "scaler": run.scaler.state_dict() if run.scaler is not None and run.scaler.is_enabled()
                            else None,
-                           "config": json.loads(json.dumps(asdict(run.cfg)))})
+                           "config": json.loads(json.dumps(asdict(run.cfg))),
+                           "classes": list(run.train_set.classes)})  # what the classifier's outputs mean
     atomic_write_text(run.out / LAST_CHECKPOINT, path.name)  # points only at complete files
     if run.cfg.keep_checkpoints:  # only now: last_checkpoint already names the new file
         prune_intermediate_checkpoints(run.out, run.cfg.keep_checkpoints)

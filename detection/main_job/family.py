@@ -387,14 +387,22 @@ def _given_top1(model: str, path: str, published: dict[str, float], plan) -> Top
 
 def _measure_top1_error(path: Path, plan) -> float | None:
     """Top-1 error (%) of the file's own classifier on the val items the job's pretraining runs are scored on;
-    None when its classifier has another number of classes (an ImageNet model: 1000)."""
+    None unless the file says its classifier's outputs are those items' classes -- its recorded `classes` (this
+    project's checkpoints), else a training config on the embedded set (checkpoints written before they recorded
+    classes). A 10-class classifier of another dataset scored 89% error here and entered the leaderboard."""
     from backbones.convert import load_model
+    from backbones.pretrained import read_weights_file
     from classification.engine.trainer import ClsConfig, build_datasets
     from classification.evaluate import evaluate
 
-    name, _, net = load_model(path)
+    container = read_weights_file(path).container
     val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
                                    val_samples=plan.pretrain_val_images, workers=0, output_dir=str(path.parent)))[1]
+    recorded, config = container.get("classes"), container.get("config")
+    if not (list(recorded) == list(val.classes) if isinstance(recorded, list) else
+            isinstance(config, dict) and config.get("dataset") == "embedded"):
+        return None
+    name, _, net = load_model(path)
     if getattr(net.get_submodule(model_info(name).classifier), "out_features", None) != len(val.classes):
         return None
     return 100.0 - evaluate(net, val)["top1"]

@@ -523,3 +523,18 @@ def test_a_long_training_log_is_read_a_line_at_a_time_keeping_only_what_the_repo
     tracemalloc.stop()
     assert len(rows) == 5000 and rows[7] == {"iteration": 7, "time": 0.5, "total_loss": 1.5, "lr": 0.01}
     assert peak < 2.5 * log.stat().st_size, f"{peak / log.stat().st_size:.1f}x the file"
+
+
+@pytest.mark.bad_input
+def test_two_keys_of_a_weights_file_that_map_to_one_parameter_are_refused_naming_both(tmp_path):
+    """`backbone.res2.*` beside `res2.*` (Detectron2's names): the loader kept the last silently (res2 all zeros),
+    through --weights, timm and hub alike -- all load through load_pretrained."""
+    src = create_model("resnet18", width=0.25, num_classes=10)
+    sd = {("backbone." + k if k.startswith(("stem.", "res")) else k): v for k, v in src.state_dict().items()
+          if not k.startswith("fc.")}
+    sd["res2.0.conv1.weight"] = torch.zeros_like(sd["backbone.res2.0.conv1.weight"])
+    torch.save({"model": sd}, tmp_path / "twice.pth")
+    with pytest.raises(Exception, match=r"twice\.pth: keys 'backbone\.res2\.0\.conv1\.weight' and "
+                                        r"'res2\.0\.conv1\.weight' both map to 'res2\.0\.conv1\.weight'"):
+        load_pretrained(create_model("resnet18", width=0.25, num_classes=10), tmp_path / "twice.pth",
+                        drop_classifier=True)

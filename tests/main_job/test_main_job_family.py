@@ -224,18 +224,27 @@ def test_top1_of_given_weights_comes_from_the_option_then_the_file_then_a_measur
 
     from backbones import create_model, save_pretrained
     from backbones.weight_formats import MetadataError
+    from classification.engine.trainer import ClsConfig, build_datasets
     from detection.main_job.family import FILE_METADATA, given_weights_top1
 
+    classes = build_datasets(ClsConfig(dataset="embedded", train_samples=1, val_samples=8, workers=0,
+                                       output_dir=str(tmp_path)))[1].classes
     with_meta = save_pretrained(create_model("resnet18", num_classes=1000, width=0.25), tmp_path / "a.pth", top1=71.5)
-    own = save_pretrained(create_model("resnet34", num_classes=10, width=0.25), tmp_path / "b.pth")
+    own = save_pretrained(create_model("resnet34", num_classes=10, width=0.25), tmp_path / "b.pth",
+                          extra={"classes": list(classes)})
     imagenet = save_pretrained(create_model("plain18", num_classes=1000, width=0.25), tmp_path / "c.pth")
-    weights = (("resnet18", str(with_meta)), ("resnet34", str(own)), ("plain18", str(imagenet)))
-    plan = MainJobPlan(backbones=("resnet18", "resnet34", "plain18"), weights=weights, pretrain_val_images=64)
+    # 10 outputs, but another dataset's classes (#69 item 4: it scored 89% error here and entered the leaderboard)
+    cifar = save_pretrained(create_model("plain34", num_classes=10, width=0.25), tmp_path / "e.pth",
+                            extra={"config": {"dataset": "cifar10"}})
+    weights = (("resnet18", str(with_meta)), ("resnet34", str(own)), ("plain18", str(imagenet)),
+               ("plain34", str(cifar)))
+    plan = MainJobPlan(backbones=("resnet18", "resnet34", "plain18", "plain34"), weights=weights,
+                       pretrain_val_images=64)
     top1 = given_weights_top1(plan)
     assert (top1["resnet18"].source, top1["resnet18"].error.mean) == (FILE_METADATA, pytest.approx(28.5))
     assert top1["resnet34"].source == MEASURED and list(top1["resnet34"].units) == [os.path.realpath(own)]
     assert 0 <= top1["resnet34"].error.mean <= 100 and top1["resnet34"].error.units == 1
-    assert "plain18" not in top1
+    assert "plain18" not in top1 and "plain34" not in top1
     published = given_weights_top1(MainJobPlan(backbones=("resnet18",), weights=weights[:1],
                                                weights_top1=(("resnet18", 69.8),)))
     assert (published["resnet18"].source, published["resnet18"].error.mean) == (PUBLISHED, pytest.approx(30.2))
