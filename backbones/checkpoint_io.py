@@ -105,9 +105,13 @@ def _torch_load(path: Path) -> Any:
 
 def read_checkpoint(path: str | os.PathLike) -> Any:
     """Read a weights file safely; the format is chosen by content (zip / pickle / safetensors), not trusted."""
+    if not str(path).strip():  # Path("") is "."
+        raise CheckpointReadError("no weights file given (an empty path)")
     path = Path(path)
     if not path.is_file():
-        raise CheckpointReadError(f"{path}: no such checkpoint file")
+        kind = ("a directory" if path.is_dir() else "not a regular file (a FIFO, socket or device)"
+                if path.exists() else "no such checkpoint file")
+        raise CheckpointReadError(f"{path}: {kind}" + (", not a checkpoint file" if path.is_dir() else ""))
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 

@@ -29,7 +29,7 @@ from backbones.bounded_read import MiB, UnreadableFile
 
 __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILURE", "CONFIG_JSON", "CONFIG_YAML",
            "EVALUATION", "OLD_TRAINING_LOG", "DetectionRunFiles", "detection_run_files", "run_results_held",
-           "is_jsonwriter_log", "log_has_evaluation", "adopt_detectron2_layout", "JOB_DATA",
+           "is_jsonwriter_log", "log_has_evaluation", "adopt_detectron2_layout", "mixed_layouts", "JOB_DATA",
            "STAGE_RECORD", "STAGE_LOG", "JOB_SUMMARY", "JOB_RESULTS", "RUN_MARKERS", "LOG",
            "INFERENCE_DIR", "PREDICTIONS", "COCO_EVAL", "VOC_EVAL", "CHECKPOINT_GLOB",
            "AUGMENTATION_STREAM", "uses_cached_batches", "earlier_augmentation", "earlier_augmentation_text",
@@ -172,16 +172,25 @@ def detection_run_files(path) -> DetectionRunFiles:
     return DetectionRunFiles(path / METRICS, path / OLD_TRAINING_LOG, "before 2026-12-06")
 
 
+def mixed_layouts(path) -> str | None:
+    """Why a detection run directory holds files of both layouts (an OLD_TRAINING_LOG beside EVALUATION or a
+    JSONWriter METRICS), or None: neither reader can tell which files are the run's."""
+    path = Path(path)
+    if os.path.lexists(path / OLD_TRAINING_LOG) and (os.path.lexists(path / EVALUATION)
+                                                     or is_jsonwriter_log(path / METRICS)):
+        present = [f for f in (METRICS, EVALUATION, OLD_TRAINING_LOG) if os.path.lexists(path / f)]
+        return f"{path} holds files of both run layouts ({', '.join(present)}); move one set away"
+    return None
+
+
 def adopt_detectron2_layout(path) -> None:
     """Move a detection run written before 2026-12-06 into Detectron2's layout before it is trained or evaluated again
     (--resume), so that no directory holds both: its METRICS summary -> EVALUATION, its OLD_TRAINING_LOG -> METRICS
     (Detectron2's JSONWriter then appends to it). Nothing is deleted; RunFileError where both layouts' files exist."""
     path = Path(path)
-    files = detection_run_files(path)
-    if os.path.lexists(path / OLD_TRAINING_LOG) and (files.layout == "detectron2" or is_jsonwriter_log(path / METRICS)):
-        present = [f for f in (METRICS, EVALUATION, OLD_TRAINING_LOG) if os.path.lexists(path / f)]
-        raise RunFileError(f"{path} holds files of both run layouts ({', '.join(present)}); move one set away")
-    if files.layout == "detectron2":
+    if why := mixed_layouts(path):
+        raise RunFileError(why)
+    if detection_run_files(path).layout == "detectron2":
         return
     for old, new in ((METRICS, EVALUATION), (OLD_TRAINING_LOG, METRICS)):  # summary first: the log takes its name
         if os.path.lexists(path / old):

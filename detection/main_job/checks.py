@@ -155,12 +155,21 @@ def _check_fit(plan: MainJobPlan, model: str, arm: str, weights: Path, what: str
     PlanError naming the keys or the reason, one line."""
     from backbones import IncompatibleWeightsError, load_pretrained
     from backbones.checkpoint_io import CheckpointReadError
+    from backbones.pretrained import read_weights_file
     from backbones.weight_formats import FormatError, MetadataError
 
     from ..config import get_detection_cfg
     from ..modeling.backbone import backbone_spec_from_cfg
 
     files, opts = plan.detect_config(model, arm, weights, 0, tmp)
+    try:
+        arch = read_weights_file(weights).meta.arch
+    except (CheckpointReadError, FormatError, MetadataError, ValueError, OSError) as err:
+        raise PlanError(f"{what}: {err}") from None
+    if arch.get("family") and float(arch.get("width", 1.0)) != plan.width:  # the job's option in the hint, not
+        theirs = float(arch.get("width", 1.0))  # the legs' MODEL.BACKBONES.WIDTH
+        raise PlanError(f"{what} holds a net of width {theirs:g}; the job builds width {plan.width:g} (--width "
+                        f"{theirs:g} builds the net it was trained as)")
     try:
         target = backbone_spec_from_cfg(get_detection_cfg(files, opts)).build()
         load_pretrained(target, weights, strict=True, drop_classifier=True)

@@ -378,6 +378,9 @@ def _given_top1(model: str, path: str, published: dict[str, float], plan) -> Top
     if model in published:
         return published_top1(published[model])
     if (meta := read_weights_file(path).meta.top1) is not None:
+        if meta <= 1.0:  # below any classifier's accuracy worth transferring: written as a fraction
+            raise PlanError(f"meta.top1 {meta:g} is a top-1 accuracy in percent; {meta:g}% looks like a fraction "
+                            f"({meta:.1%}?)")
         return published_top1(meta, FILE_METADATA)
     if plan.pretrain_data.embedded and (error := _measure_top1_error(Path(path), plan)) is not None:
         unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)

@@ -30,6 +30,7 @@ from classification.engine.run_files import (
     RunFileError,
     detection_run_files,
     finite_number,
+    mixed_layouts,
     read_classification_run,
     read_json,
 )
@@ -140,6 +141,28 @@ def _read_train_log(path: Path) -> list[dict]:
     return [last[i] for i in sorted(last)] + other
 
 
+def _summary_from_log(log: Path, dataset: str) -> dict | None:
+    """A summary (as evaluation.json's) from the last evaluation row of a JSONWriter log -- `bbox/AP`, `bbox/AP50`,
+    `bbox/AP-<class>`, ..., as Detectron2's EvalHook writes them -- for a finished run of Detectron2's own tools,
+    which write no evaluation.json; None without such a row. Read a line at a time, bounded as the log."""
+    last = None
+    if not os.path.lexists(log):
+        return None
+    with open(regular_file(log, limit=LOG_LIMIT), "rb") as f:
+        for line in iter(lambda: f.readline(MiB), b""):
+            if b'"bbox/' in line:
+                try:
+                    row = json.loads(line.decode("utf-8", errors="replace"))
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict):
+                    last = row
+    if last is None:
+        return None
+    bbox = {k[len("bbox/"):]: v for k, v in last.items() if k.startswith("bbox/")}
+    return {"evaluation": {dataset: {"bbox": bbox}}, "source": f"{log.name} (Detectron2's log)"}
+
+
 def _mean_curve(curves: dict[str, list]) -> list[float | None]:
     cols = list(zip(*curves.values())) if curves else []
     out = []
@@ -193,14 +216,17 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
 
 
 def _finite_metrics(values: dict, source: str) -> dict[str, float]:
-    """Numbers of a run's summary as floats; NaN (COCO's "no objects of this size", a class without ground truth)
-    is left out as undefined; anything else that is not a finite number is a ValueError naming it."""
+    """Numbers of a run's summary (APs and ARs in percent) as floats; NaN (COCO's "no objects of this size", a class
+    without ground truth) is left out as undefined; anything else that is not a finite number in [0, 100] is a
+    ValueError naming it (an AP of 150 was reported as a finished run's)."""
     out = {}
     for k, v in values.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{source}: {k} is {v!r}, not a number")
         if math.isinf(v):
             raise ValueError(f"{source}: {k} is {v}; an evaluation never gives an infinite AP")
+        if not math.isnan(v) and not 0.0 <= v <= 100.0:
+            raise ValueError(f"{source}: {k} is {v:g}, outside [0, 100] (a percentage)")
         if not math.isnan(v):
             out[k] = float(v)
     return out
@@ -281,6 +307,9 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
             return run
     run.config = cfg if isinstance(cfg, dict) else {}
     _read_config(run)
+    if why := mixed_layouts(path):  # read as the old layout, its JSON-lines log was "not JSON (Extra data)"
+        run.status = f"unusable run files ({why})"
+        return run
     files = detection_run_files(path)
     run.train_log = _read_train_log(files.training_log)
     log = path / LOG
@@ -291,6 +320,8 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
     except RunFileError as err:  # read_json: None when absent; a ValueError load_run lists for the other files
         run.status = f"unusable {files.summary.name} ({err})"  # not JSON, a FIFO, a device, too large
         return run
+    if metrics is None and files.layout == "detectron2" and (path / FINAL_CHECKPOINT).is_file():
+        metrics = _summary_from_log(files.training_log, run.dataset)  # a run of Detectron2's own tools
     if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
         return run
     evaluation = metrics["evaluation"]
@@ -307,6 +338,9 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         return run
     failure = _optional_json(path / FAILURE)  # unreadable: still a failure record (its existence says so)
     completed = metrics.get("iterations_completed")
+    if completed is not None and (isinstance(completed, bool) or not isinstance(completed, int)):
+        run.status = f"unusable {files.summary.name} (iterations_completed is {completed!r:.40}, not an integer)"
+        return run
     if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
         failure = failure if isinstance(failure, dict) else {}  # (a summary may exist: the final eval still ran)
         run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"

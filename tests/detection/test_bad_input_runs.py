@@ -4,6 +4,7 @@ backported by tools/patch_detectron2.py. Each gets one clear error (or the refer
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -538,3 +539,77 @@ def test_two_keys_of_a_weights_file_that_map_to_one_parameter_are_refused_naming
                                         r"'res2\.0\.conv1\.weight' both map to 'res2\.0\.conv1\.weight'"):
         load_pretrained(create_model("resnet18", width=0.25, num_classes=10), tmp_path / "twice.pth",
                         drop_classifier=True)
+
+
+@pytest.mark.bad_input
+def test_an_evaluation_with_impossible_numbers_or_a_textual_iteration_count_is_not_a_finished_run(tmp_path):
+    """evaluation.json with AP 150 and AP50 -3 was reported as a finished run; iterations_completed "2" (a string)
+    read as "incomplete: 2 of 2 iterations". Each is an unusable run, named."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from fabricated_runs import COCO_R101, make_run
+
+    from detection.report import load_run
+
+    high = make_run(tmp_path, "high", "resnet101", coco={**COCO_R101, "AP": 150.0})
+    low = make_run(tmp_path, "low", "resnet101", coco={**COCO_R101, "AP50": -3.0})
+    text = make_run(tmp_path, "text", "resnet101", coco=COCO_R101)
+    summary = json.loads((text / "evaluation.json").read_text())
+    (text / "evaluation.json").write_text(json.dumps({**summary, "iterations_completed": "90000"}))
+    assert load_run(high).status.startswith("unusable run files (ValueError: evaluation.json: AP is 150, outside "
+                                            "[0, 100]")
+    assert "AP50 is -3, outside [0, 100]" in load_run(low).status
+    assert load_run(text).status == "unusable evaluation.json (iterations_completed is '90000', not an integer)"
+    assert load_run(make_run(tmp_path, "good", "resnet101", coco=COCO_R101)).status == "finished"
+
+
+@pytest.mark.bad_input
+def test_a_directory_mixing_both_run_layouts_is_named_as_such_by_the_report(tmp_path):
+    """A Detectron2 JSONWriter metrics.json beside an old-layout training_log.json was read as the old layout's
+    summary: "not JSON (Extra data)". Now the one message adopt_detectron2_layout gives."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from fabricated_runs import COCO_R101, make_run
+
+    from detection.report import load_run
+
+    run = make_run(tmp_path, "mixed", "resnet101", coco=COCO_R101)
+    (run / "evaluation.json").unlink()
+    (run / "training_log.json").write_text('{"iteration": 0}\n')
+    assert load_run(run).status == (f"unusable run files ({run} holds files of both run layouts (metrics.json, "
+                                    "training_log.json); move one set away)")
+
+
+@pytest.mark.bad_input
+def test_a_finished_run_of_detectron2s_own_tools_is_read_from_its_logs_evaluation_rows(tmp_path):
+    """A run in Detectron2's layout without evaluation.json (its own tools write none) was listed as "no metrics
+    (training or crashed)"; its metrics.json holds the evaluation as bbox/AP rows: read them."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from fabricated_runs import COCO_R101, make_run
+
+    from detection.report import load_run
+
+    run = make_run(tmp_path, "d2", "resnet101", coco=COCO_R101, per_cat={"person": 31.0})
+    (run / "evaluation.json").unlink()
+    got = load_run(run)
+    assert got.status == "finished" and got.metrics == COCO_R101 and got.per_category == {"person": 31.0}
+    (run / "model_final.pth").unlink()  # no final checkpoint: not a finished run, whatever its log says
+    assert load_run(run).status != "finished"
+
+
+@pytest.mark.bad_input
+def test_a_weights_path_that_is_a_directory_a_fifo_or_empty_says_what_it_is(tmp_path):
+    """Each was "no such checkpoint file" (an empty one: ".: no such checkpoint file", hub's weights="")."""
+    from backbones.checkpoint_io import read_checkpoint
+
+    os.mkfifo(tmp_path / "fifo.pth")
+    for path, message in ((tmp_path, "a directory, not a checkpoint file"),
+                          (tmp_path / "fifo.pth", "not a regular file (a FIFO, socket or device)"),
+                          ("", "no weights file given (an empty path)"),
+                          (tmp_path / "absent.pth", "no such checkpoint file")):
+        with pytest.raises(CheckpointReadError, match=re.escape(message)):
+            read_checkpoint(path)

@@ -320,3 +320,28 @@ def test_compare_jobs_recomputes_every_list_of_the_jobs_family_in_its_order():
     from detection.main_job.results import COMPARISON_FIELDS
 
     assert tuple(k for k in COMPARISON_KINDS if k != "gains") == COMPARISON_FIELDS  # "gains": jobs before the arms
+
+
+@pytest.mark.bad_input
+def test_a_given_files_width_or_fractional_top1_is_named_with_the_jobs_own_option(tmp_path, capsys):
+    """The width hint named the legs' MODEL.BACKBONES.WIDTH, not the job's --width; a meta.top1 of 0.75 (a
+    fraction) was taken as 0.75 % with no note."""
+    from backbones import create_model, save_pretrained
+
+    wide = save_pretrained(create_model("resnet18", num_classes=10, width=0.5), tmp_path / "wide.pth")
+    fraction = save_pretrained(create_model("resnet18", num_classes=10, width=0.25), tmp_path / "f.pth", top1=0.75)
+    base = ["--preset", "quick", "--backbones", "resnet18", "--arms", "frozenbn_pretrained", "--dry-run",
+            "--output-dir", str(tmp_path / "job")]
+    assert main([*base, "--weights", f"resnet18={wide}"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a net of width 0.5; the job builds width 0.25 (--width 0.5" in err and "MODEL.BACKBONES" not in err
+    assert main([*base, "--weights", f"resnet18={fraction}"]) == 2
+    err = capsys.readouterr().err
+    assert "meta.top1 0.75 is a top-1 accuracy in percent" in err and "--weights-top1 resnet18=PERCENT" in err
+    assert err.count("\n") == 1
+    net = create_model("resnet18", num_classes=10, width=0.25)
+    net.stem.conv1.norm.running_var[0] = -1.0  # "training diverged at iteration 0", naming no file or key
+    negative = save_pretrained(net, tmp_path / "negative.pth")
+    assert main([*base, "--weights", f"resnet18={negative}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--weights resnet18={negative}" in err and "unusable values (1): stem.conv1.norm.running_var" in err
