@@ -545,12 +545,8 @@ def test_two_keys_of_a_weights_file_that_map_to_one_parameter_are_refused_naming
 def test_an_evaluation_with_impossible_numbers_or_a_textual_iteration_count_is_not_a_finished_run(tmp_path):
     """evaluation.json with AP 150 and AP50 -3 was reported as a finished run; iterations_completed "2" (a string)
     read as "incomplete: 2 of 2 iterations". Each is an unusable run, named."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests"))
-    from fabricated_runs import COCO_R101, make_run
-
     from detection.report import load_run
+    from fabricated_runs import COCO_R101, make_run
 
     high = make_run(tmp_path, "high", "resnet101", coco={**COCO_R101, "AP": 150.0})
     low = make_run(tmp_path, "low", "resnet101", coco={**COCO_R101, "AP50": -3.0})
@@ -568,12 +564,8 @@ def test_an_evaluation_with_impossible_numbers_or_a_textual_iteration_count_is_n
 def test_a_directory_mixing_both_run_layouts_is_named_as_such_by_the_report(tmp_path):
     """A Detectron2 JSONWriter metrics.json beside an old-layout training_log.json was read as the old layout's
     summary: "not JSON (Extra data)". Now the one message adopt_detectron2_layout gives."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests"))
-    from fabricated_runs import COCO_R101, make_run
-
     from detection.report import load_run
+    from fabricated_runs import COCO_R101, make_run
 
     run = make_run(tmp_path, "mixed", "resnet101", coco=COCO_R101)
     (run / "evaluation.json").unlink()
@@ -586,12 +578,8 @@ def test_a_directory_mixing_both_run_layouts_is_named_as_such_by_the_report(tmp_
 def test_a_finished_run_of_detectron2s_own_tools_is_read_from_its_logs_evaluation_rows(tmp_path):
     """A run in Detectron2's layout without evaluation.json (its own tools write none) was listed as "no metrics
     (training or crashed)"; its metrics.json holds the evaluation as bbox/AP rows: read them."""
-    import sys
-
-    sys.path.insert(0, str(REPO / "tests"))
-    from fabricated_runs import COCO_R101, make_run
-
     from detection.report import load_run
+    from fabricated_runs import COCO_R101, make_run
 
     run = make_run(tmp_path, "d2", "resnet101", coco=COCO_R101, per_cat={"person": 31.0})
     (run / "evaluation.json").unlink()
