@@ -39,6 +39,11 @@ interval counts in the family (it could have been called with more units) and is
 well as", "the same") is said only from TOST: the (1 - 2 alpha) interval, at the comparison's Holm step alpha,
 inside +-margin (`Comparison.equivalent(margin)`); the few equivalence claims are not adjusted as a family of their
 own.
+
+**Numerics.** Student's t is scipy.stats' (`t.ppf`, `t.sf`), Holm's decisions and adjusted p statsmodels'
+(`multipletests(method="holm")`): what a reviewer checks the numbers against. Ours are only what those libraries do
+not give: Welch's df for a contrast of several groups, the interval at each Holm step, and the power search of
+`units_needed` over Welch's df (tests/detection/test_comparison.py recomputes every comparison in results/*.json).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 __all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "find", "t_quantile",
            "LEVEL", "POWER", "HOLM"]
@@ -240,10 +247,11 @@ def _welch(terms: Sequence[tuple[float, float, int]]) -> tuple[float, float]:
 
 
 def _two_sided_p(delta: float, se: float, df: float) -> float:
-    """Both tails of Student's t beyond |delta| / se, from the incomplete beta directly (1 - cdf would round a p
-    below ~1e-16 to 0)."""
-    t = abs(delta) / se
-    return _betainc(df / 2.0, 0.5, df / (df + t * t))
+    """Both tails of Student's t beyond |delta| / se (the survival function: 1 - cdf would round a p below ~1e-16
+    to 0)."""
+    import scipy.stats  # here, not at import: 1.6 s that every tool importing the report would pay
+
+    return float(2.0 * scipy.stats.t.sf(abs(delta) / se, df))
 
 
 def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[tuple[float, list[float]]],
@@ -337,23 +345,25 @@ def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0
     adjusted p is max_{j <= k} min(1, (m - j + 1) p_(j)). Comparisons without an interval count in m and rank
     last (p taken as 1)."""
     m = len(comparisons)
-    # ties (equal p, or several without an interval) keep the family's order: the same ranks wherever it is rebuilt
-    order = sorted(range(m), key=lambda i: (comparisons[i].p_value is None,
-                                            1.0 if comparisons[i].p_value is None else comparisons[i].p_value, i))
+    if not m:
+        return []
+    from statsmodels.stats.multitest import multipletests  # here: it imports pandas
+
+    raw = np.array([1.0 if c.p_value is None else c.p_value for c in comparisons])
+    reject, adjusted_p, _, _ = multipletests(raw, alpha=alpha, method="holm")  # statsmodels: the decision and p
+    # the step each comparison's interval is set at: its rank, or the rank of the first that failed (ties, and the
+    # comparisons without an interval, keep the family's order: the same ranks wherever it is rebuilt)
+    order = sorted(range(m), key=lambda i: (comparisons[i].p_value is None, raw[i], i))
+    failed_at = next((k for k, i in enumerate(order, start=1) if not reject[i]), None)
     out: list[Comparison | None] = [None] * m
-    running, failed_at = 0.0, None
     for k, i in enumerate(order, start=1):
         c = comparisons[i]
-        p = 1.0 if c.p_value is None else c.p_value
-        running = max(running, min(1.0, (m - k + 1) * p))
-        if failed_at is None and p > alpha / (m - k + 1):
-            failed_at = k
-        step_alpha = alpha / (m - (k if failed_at is None else failed_at) + 1)
+        step_alpha = alpha / (m - (k if failed_at is None or k < failed_at else failed_at) + 1)
         interval = None
         if c.se is not None and c.df is not None:
             half = t_quantile(1.0 - step_alpha / 2.0, c.df) * c.se
             interval = (c.delta - half, c.delta + half)
-        adj = Adjustment(HOLM, family, m, k, step_alpha, interval, None if c.p_value is None else running)
+        adj = Adjustment(HOLM, family, m, k, step_alpha, interval, None if c.p_value is None else float(adjusted_p[i]))
         not_called = interval is not None and interval[0] <= 0.0 <= interval[1]
         # the power to plan a rerun by is at the level that decides the call (a raw p of 0.03 in a family of 5
         # needs more units, not none)
@@ -362,60 +372,12 @@ def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0
     return out  # type: ignore[return-value]
 
 
-# ---- Student's t quantile (no scipy dependency for one function) ------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (Numerical Recipes, modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def _t_cdf(t: float, df: float) -> float:
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
+# ---- Student's t: scipy.stats (what a reviewer checks the numbers against) ----------------------------------------
 
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student's t with `df` (> 0, not necessarily integer) degrees of freedom, p in (0.5, 1)."""
     if not 0.5 < p < 1.0 or not df > 0:
         raise ValueError(f"t_quantile: need 0.5 < p < 1 and df > 0, got p={p}, df={df}")
-    lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    import scipy.stats
+
+    return float(scipy.stats.t.ppf(p, df))

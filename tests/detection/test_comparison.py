@@ -230,3 +230,34 @@ def test_a_comparison_read_from_an_older_results_file_without_its_terms_claims_n
     c = compare("AP50", "a", {0: [10.0], 1: [12.0]}, "run", "b", {0: [9.0], 1: [10.0]}, "run")
     old = replace(c, units_needed=None, terms=())
     assert "per group" not in old.describe() and "per group" in c.describe()
+
+
+def test_every_comparison_recorded_in_results_is_what_the_statistic_computes_from_its_units():
+    """Each comparison of each committed results/*.json, recomputed from its per-unit values and adjusted as its
+    job's family (compare_jobs' recomputation): the recorded 95% interval, the family-adjusted interval, the raw and
+    adjusted p and the call -- so a change of the statistic's numerics (scipy.stats / statsmodels for the
+    hand-written t distribution and Holm) that moves any of them fails here, naming it."""
+    import json
+
+    from conftest import REPO
+    from detection.main_job.compare import COMPARISON_KINDS, _family
+
+    checked = 0
+    for path in sorted((REPO / "results").glob("*.json")):
+        res = json.loads(path.read_text())
+        if not isinstance(res, dict):
+            continue
+        family = _family(res)
+        for kind in COMPARISON_KINDS:
+            for d in res.get(kind) or []:
+                c = family.get((kind, d["metric"], d["a"], d["b"]))
+                assert c is not None, f"{path.name}: {kind} {d['a']} vs {d['b']} not recomputed"
+                where = f"{path.name}: {kind} {d['a']} vs {d['b']}"
+                for got, want in ((c.interval, d["interval"]), (c.adjustment.interval, d["adjustment"]["interval"]),
+                                  (c.p_value, d.get("p_value")), (c.adjustment.p, d["adjustment"].get("p"))):
+                    assert (got is None) == (want is None), where
+                    if got is not None:
+                        assert got == pytest.approx(want, rel=1e-9, abs=1e-9), where
+                assert c.call == d["call"], where
+                checked += 1
+    assert checked >= 20  # the committed jobs' families
