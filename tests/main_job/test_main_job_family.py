@@ -159,6 +159,7 @@ def test_a_file_that_does_not_fit_stops_the_job_before_training_in_one_line(torc
 
 
 @pytest.mark.slow
+@pytest.mark.bad_input  # a replaced file: refused by a rerun and by --report-only (#69 item 10)
 def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the_published_top1(
         torchvision_resnet18, tmp_path):
     out = tmp_path / "job"
@@ -217,6 +218,7 @@ def test_a_five_backbone_job_writes_the_leaderboard_scatter_correlation_and_resi
     assert "Accuracy vs transfer over 5 backbones" in md
 
 
+@pytest.mark.bad_input  # another dataset's 10-class classifier is not measured here (#69 item 4)
 def test_top1_of_given_weights_comes_from_the_option_then_the_file_then_a_measurement_here(tmp_path):
     """--weights-top1 first (published), then the file's meta.top1, then the file's own classifier scored on the
     val items when it has their 10 classes (this project's checkpoints); an ImageNet classifier: no top-1."""
