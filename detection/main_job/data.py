@@ -71,10 +71,6 @@ class DetectData:
     def embedded(self) -> bool:
         return self.format == EMBEDDED
 
-    def option(self) -> str:
-        """The option that gave the data, for messages."""
-        return {COCO: "--detect-coco", VOC: "--detect-voc"}.get(self.format, "--detect-data")
-
     def annotation_files(self) -> list[Path]:
         """The files whose content defines the data: the two jsons (COCO), the two split files (VOC)."""
         if self.format == COCO:
@@ -109,7 +105,8 @@ class DetectData:
             return (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
                     if selection else [])
         return ["DATASETS.TRAIN", f'("{self.names[0]}",)', "DATASETS.TEST", f'("{self.names[1]}",)',
-                "MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))]
+                *(["MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))] if self.classes else [])]  # a dry run
+        #                                                          without the files does not know them
 
     def register(self) -> None:
         """Register the test set under its name in this process (the main job's chance level reads it)."""
