@@ -116,10 +116,15 @@ def run_results_held(path) -> list[str]:
         f != METRICS or not (is_jsonwriter_log(path / f) and not log_has_evaluation(path / f)))]
 
 
+# The task prefixes of the evaluation scalars Detectron2's EvalHook logs ("bbox/AP", ...); training rows carry other
+# "a/b" keys ("fast_rcnn/cls_accuracy", "rpn/num_pos_anchors"), which are not results.
+EVALUATION_KEY = re.compile(rb'"(bbox|segm|keypoints|sem_seg|panoptic_seg|box_proposals)/[^"]*"\s*:')
+
+
 def log_has_evaluation(metrics_file: Path, limit: int = RUN_FILE_LIMIT) -> bool:
-    """Whether a JSONWriter log holds evaluation results (a row with a "<task>/<metric>" key, as Detectron2's
-    EvalHook writes them), read a line at a time (never the whole file at once), at most `limit` bytes; a log
-    over the limit or unreadable counts as holding them (kept, not replaced)."""
+    """Whether a JSONWriter log holds evaluation results (a row with an EVALUATION_KEY, as Detectron2's EvalHook
+    writes them), read a line at a time (never the whole file at once), at most `limit` bytes read; a log over the
+    limit or unreadable counts as holding them (kept, not replaced)."""
     try:
         with open(bounded_read.regular_file(metrics_file, limit=ANY_SIZE), "rb") as f:
             read = 0
@@ -127,7 +132,7 @@ def log_has_evaluation(metrics_file: Path, limit: int = RUN_FILE_LIMIT) -> bool:
                 read += len(line)
                 if read > limit:
                     return True
-                if b'/' in line and re.search(rb'"[A-Za-z0-9_]+/[^"]+"\s*:', line):
+                if EVALUATION_KEY.search(line):
                     return True
     except (UnreadableFile, OSError):
         return True

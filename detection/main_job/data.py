@@ -28,7 +28,7 @@ __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME"
 
 EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
 # The names the job registers its detection data under in every leg (train_det's --dataset-coco / --dataset-voc);
-# the report names the data by its files, not by these.
+# the report groups runs by their evaluated files, and stands a run beside the paper only under the paper's names.
 TRAIN_NAME, TEST_NAME = "main_job_train", "main_job_test"
 # The paper's COCO splits (Table 8: 2014 train, 80k images -> 2014 val, 40k), known by their published file names
 # and image counts: data that is them is registered under Detectron2's names for them, so the report stands it

@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from classification.engine.run_files import RunFileError, read_json
@@ -159,32 +159,42 @@ def _degradation_and_comparison_lines(results: dict, where: str) -> list[str]:
                                _mean_ci(d.get("train_error"), f"{at}.train_error"),
                                _mean_ci(d.get("val_error"), f"{at}.val_error"),
                                len(_get(d, "at_chance", list, at, []))]))
-    stuck = {d["model"] for d in nets if d.get("at_chance")}
-    comparisons = [(label, _comparison(c, f"{where}.{kind}[{i}]"), _nets_of(kind, i, c, results))
+    stuck = {d.get("model") for d in nets if d.get("at_chance")}  # each entry checked above
+    comparisons = [(label, _comparison_text(c, f"{where}.{kind}[{i}]"), _nets_of(kind, i, c, results, where))
                    for kind, label in KINDS for i, c in enumerate(_get(results, kind, list, where, []))]
     if comparisons:
         lines += ["", f"Comparisons (one family: {_md(results.get('family') or 'not adjusted')}):"]
-        for label, c, models in comparisons:
+        for label, text, models in comparisons:
             at_chance = [m for m in models if m in stuck]
-            lines.append(f"- {label}, {_md(c.a)} vs {_md(c.b)}: {c.describe()}" + (  # names escaped, our text not
+            lines.append(f"- {label}, {text}" + (
                 f"; not read as evidence about depth: {_md(', '.join(at_chance))} did not leave chance in every seed"
                 if at_chance else ""))  # as the job's notes (results.degradation_notes)
     return lines
 
 
-def _comparison(d, where: str) -> Comparison:
+def _comparison_text(d, where: str) -> str:
+    """"A vs B: <describe()>" of a results.json comparison, every text the file gives escaped (names, metric,
+    units, the reasons and the adjustment's words; the statistic's own wording, "P(A > B)", is ours), or one line
+    naming it."""
     try:
-        return comparison_from_json(d)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        c = comparison_from_json(d)
+        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
+                                       family=_md(c.adjustment.family))
+        c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
+                    why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
+        return f"{c.a} vs {c.b}: {c.describe()}"
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
 
 
-def _nets_of(kind: str, index: int, c: dict, results: dict) -> tuple[str, ...]:
+def _nets_of(kind: str, index: int, c: dict, results: dict, where: str) -> tuple[str, ...]:
     """The degradation nets a comparison rests on: its two nets, or an interaction's four; none for the others."""
     if kind == "degradation_comparisons":
-        return c["a"], c["b"]
+        return c.get("a"), c.get("b")
     if kind == "interactions":
-        terms = results.get("interaction_terms") or []
+        terms = _get(results, "interaction_terms", list, where, [])
+        if index < len(terms) and not isinstance(terms[index], list):
+            raise ResultsDocError(f"{where}.interaction_terms[{index}]: expected a list of four nets")
         return tuple(terms[index]) if index < len(terms) else ()
     return ()
 

@@ -119,8 +119,8 @@ TRAIN_LOG_KEYS = ("iteration", "time", "total_loss", "lr")  # what the report re
 
 
 def _read_train_log(path: Path) -> list[dict]:
-    """The JSONWriter log's rows, read a line at a time (at most LOG_LIMIT bytes, a line at most 1 MiB), each kept
-    with TRAIN_LOG_KEYS only: the whole file read and split, every row whole, cost ~26x the file's size."""
+    """The JSONWriter log's rows, read a line at a time (a file of at most LOG_LIMIT bytes, a line at most 1 MiB),
+    each kept with TRAIN_LOG_KEYS only: the whole file read and split, every row whole, cost ~26x the file's size."""
     last, other = {}, []
     if os.path.lexists(path):
         with open(regular_file(path, limit=LOG_LIMIT), "rb") as f:
@@ -141,10 +141,12 @@ def _read_train_log(path: Path) -> list[dict]:
     return [last[i] for i in sorted(last)] + other
 
 
-def _summary_from_log(log: Path, dataset: str) -> dict | None:
+def _summary_from_log(log: Path, dataset: str, max_iter) -> dict | None:
     """A summary (as evaluation.json's) from the last evaluation row of a JSONWriter log -- `bbox/AP`, `bbox/AP50`,
     `bbox/AP-<class>`, ..., as Detectron2's EvalHook writes them -- for a finished run of Detectron2's own tools,
-    which write no evaluation.json; None without such a row. Read a line at a time, bounded as the log."""
+    which write no evaluation.json; None without such a row. The row's iteration is the run's iterations completed
+    (an evaluation before the last iteration -- a run killed during its final evaluation, with TEST.EVAL_PERIOD --
+    reads as incomplete, not as the final numbers). Read a line at a time, within LOG_LIMIT."""
     last = None
     if not os.path.lexists(log):
         return None
@@ -160,7 +162,10 @@ def _summary_from_log(log: Path, dataset: str) -> dict | None:
     if last is None:
         return None
     bbox = {k[len("bbox/"):]: v for k, v in last.items() if k.startswith("bbox/")}
-    return {"evaluation": {dataset: {"bbox": bbox}}, "source": f"{log.name} (Detectron2's log)"}
+    it = last.get("iteration")
+    final = isinstance(max_iter, int) and isinstance(it, int) and it >= max_iter - 1  # logged at MAX_ITER (- 1)
+    return {"evaluation": {dataset: {"bbox": bbox}}, "source": f"{log.name} (Detectron2's log)",
+            "iterations_completed": max_iter if final else it}
 
 
 def _mean_curve(curves: dict[str, list]) -> list[float | None]:
@@ -321,7 +326,7 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         run.status = f"unusable {files.summary.name} ({err})"  # not JSON, a FIFO, a device, too large
         return run
     if metrics is None and files.layout == "detectron2" and (path / FINAL_CHECKPOINT).is_file():
-        metrics = _summary_from_log(files.training_log, run.dataset)  # a run of Detectron2's own tools
+        metrics = _summary_from_log(files.training_log, run.dataset, run.iterations)  # Detectron2's own tools
     if not isinstance(metrics, dict) or not isinstance(metrics.get("evaluation"), dict):
         return run
     evaluation = metrics["evaluation"]

@@ -151,7 +151,9 @@ def test_only_detectron2s_log_of_a_killed_run_may_be_replaced_and_one_directory_
     for text, held in (('{"final": {"top1": 1}', True), ("{\n  \"evaluation\": {}\n}", True), ("\x00\xff", True),
                        ("", False), ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 39', False),
                        # a finished run's log without its checkpoints: its evaluation rows are results (#69 item 7)
-                       ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 20, "bbox/AP": 41.5}\n', True)):
+                       ('{"iteration": 19, "total_loss": 2.0}\n{"iteration": 20, "bbox/AP": 41.5}\n', True),
+                       # training rows' own "a/b" keys are not results: a killed run's log is replaced as before
+                       ('{"fast_rcnn/cls_accuracy": 0.9, "iteration": 19, "rpn/num_pos_anchors": 9.0}\n', False)):
         (tmp_path / "metrics.json").write_text(text)
         assert run_results_held(tmp_path) == (["metrics.json"] if held else []), text
     from classification.engine.run_files import log_has_evaluation
@@ -585,6 +587,9 @@ def test_a_finished_run_of_detectron2s_own_tools_is_read_from_its_logs_evaluatio
     (run / "evaluation.json").unlink()
     got = load_run(run)
     assert got.status == "finished" and got.metrics == COCO_R101 and got.per_category == {"person": 31.0}
+    log = (run / "metrics.json").read_text().replace('"iteration": 90000, "bbox/', '"iteration": 60000, "bbox/')
+    (run / "metrics.json").write_text(log)  # an evaluation before the last iteration: killed in the final one
+    assert load_run(run).status.startswith("incomplete: 60000 of 90000 iterations")
     (run / "model_final.pth").unlink()  # no final checkpoint: not a finished run, whatever its log says
     assert load_run(run).status != "finished"
 

@@ -103,9 +103,15 @@ def test_a_name_with_a_pipe_or_html_stays_in_its_cell_and_each_column_keeps_its_
     assert "<script>" not in text and "&lt;script&gt;" in text
 
 
+def _comparison(a="a", b="b", metric="AP50"):
+    return _asdict(adjust([compare(metric, a, {0: [3.0], 1: [4.0]}, "run", b, {0: [1.0], 1: [0.5]}, "run")], "f")[0])
+
+
 @pytest.mark.bad_input
 def test_a_name_holding_the_end_marker_cannot_split_the_block_and_regeneration_is_idempotent(tmp_path):
-    (tmp_path / "r.json").write_text(json.dumps({"groups": [_group(name="x <!-- end results --> y")]}))
+    marker = "x <!-- end results --> |y"
+    (tmp_path / "r.json").write_text(json.dumps({"groups": [_group(name=marker)],
+                                                 "deltas": [_comparison(a=marker, metric="<b>")]}))
     doc = tmp_path / "RESULTS.md"
     doc.write_text("<!-- results: r.json -->\n<!-- end results -->\ntail\n")
     once = regenerate(doc)
@@ -128,7 +134,10 @@ def test_undefined_numbers_are_dashes_and_malformed_files_are_one_error_naming_f
            "huge AP": ({"groups": [_group(ap50=1e308)]}, r"AP50\.mean: 1e\+308 is outside \[0, 100\]"),
            "negative error": ({"pretraining": {"r18 BN": {"mean": -50, "units": 1}}},
                               r"pretraining\.r18 BN\.mean: -50 is outside"),
-           "bad comparison": ({"deltas": [{"a": 1}]}, r"deltas\[0\]: not a comparison")}
+           "bad comparison": ({"deltas": [{"a": 1}]}, r"deltas\[0\]: not a comparison"),
+           "a textual delta": ({"deltas": [{**_comparison(), "delta": "x"}]}, r"deltas\[0\]: not a comparison"),
+           "interaction terms": ({"interactions": [_comparison()], "interaction_terms": [5]},
+                                 r"interaction_terms\[0\]: expected a list")}
     for what, (results, message) in bad.items():
         with pytest.raises(ResultsDocError, match=message):
             render(results, "f.json")
