@@ -302,6 +302,25 @@ def _read_pr_curves(run: RunResult, inference: Path) -> None:
         run.pr["iou50"] = {"recall": rec, "precision": _mean_curve(per_class)}
 
 
+def _unfinished(path: Path, run: RunResult, metrics: dict, summary: str) -> str | None:
+    """Why a run with an evaluation is not a finished one -- an iteration count that is no integer, the trainer's
+    record of an exception, fewer iterations than its schedule, no final checkpoint -- or None, with run.iterations
+    set to the count completed."""
+    failure = _optional_json(path / FAILURE)  # unreadable: still a failure record (its existence says so)
+    completed = metrics.get("iterations_completed")
+    if completed is not None and (isinstance(completed, bool) or not isinstance(completed, int)):
+        return f"unusable {summary} (iterations_completed is {completed!r:.40}, not an integer)"
+    if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
+        failure = failure if isinstance(failure, dict) else {}  # (a summary may exist: the final eval still ran)
+        return f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
+    if completed is not None and (completed != run.iterations or not (path / FINAL_CHECKPOINT).is_file()):
+        return (f"incomplete: {completed} of {run.iterations} iterations"
+                + ("" if (path / FINAL_CHECKPOINT).is_file() else f", no {FINAL_CHECKPOINT}"))
+    if completed is not None:
+        run.iterations = completed
+    return None
+
+
 def _load_run(path: Path, run: RunResult) -> RunResult:
     cfg = {}
     if (path / CONFIG_YAML).is_file():
@@ -341,22 +360,10 @@ def _load_run(path: Path, run: RunResult) -> RunResult:
         run.status = (f"submission files written ({int(submission.get('detections', 0))} detections; scored by the "
                       "PASCAL evaluation server, not here)") if submission else "no bbox metrics"
         return run
-    failure = _optional_json(path / FAILURE)  # unreadable: still a failure record (its existence says so)
-    completed = metrics.get("iterations_completed")
-    if completed is not None and (isinstance(completed, bool) or not isinstance(completed, int)):
-        run.status = f"unusable {files.summary.name} (iterations_completed is {completed!r:.40}, not an integer)"
-        return run
-    if failure is not None or (path / FAILURE).exists():  # the trainer's record of an exception
-        failure = failure if isinstance(failure, dict) else {}  # (a summary may exist: the final eval still ran)
-        run.status = f"failed at iteration {failure.get('iteration', '?')}: {str(failure.get('error', '?'))[:200]}"
-        return run
-    if completed is not None and (completed != run.iterations or not (path / FINAL_CHECKPOINT).is_file()):
-        run.status = (f"incomplete: {completed} of {run.iterations} iterations"
-                      + ("" if (path / FINAL_CHECKPOINT).is_file() else f", no {FINAL_CHECKPOINT}"))
+    if why := _unfinished(path, run, metrics, files.summary.name):
+        run.status = why
         return run
     run.status = "finished"
-    if completed is not None:
-        run.iterations = completed
     voc = "mAP50_voc07" in bbox
     run.kind = "voc" if voc else "coco"
     cols = VOC_COLUMNS if voc else COCO_COLUMNS
