@@ -24,7 +24,8 @@ from backbones.checkpoint_io import atomic_write_text
 from classification.engine.run_files import JOB_DATA, RunFileError, read_json
 
 __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
-           "check_data", "data_identity", "check_data_identity", "record_data_identity", "folder_train_images"]
+           "check_data", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
+           "folder_train_images"]
 
 EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
 # The names the job registers its detection data under in every leg (train_det's --dataset-coco / --dataset-voc);
@@ -225,7 +226,8 @@ def _check_voc(detect: DetectData) -> DetectData:
 
 # ---- the data's identity: a rerun on changed files is refused ----------------------------------------------------
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """A file's content identity ("sha256:<hex>"): the data's here, a stage's inputs in graph.input_identity."""
     with open(path, "rb") as f:
         return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -255,7 +257,7 @@ def _voc_split(split_file: Path) -> str:
 def data_identity(pretrain: PretrainData, detect: DetectData) -> dict[str, str]:
     """File or folder -> its identity, for data the job did not generate ({} on the embedded default): a COCO
     json's sha256; a VOC split's over the split file and the annotations it lists; an image folder's listing."""
-    digest = _voc_split if detect.format == VOC else _sha256
+    digest = _voc_split if detect.format == VOC else file_sha256
     out = {str(p): digest(p) for p in detect.annotation_files()}
     if pretrain.folder is not None:
         out[pretrain.folder] = _listing(Path(pretrain.folder))

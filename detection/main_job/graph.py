@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import signal
@@ -36,6 +35,7 @@ from classification.engine.run_files import (
 
 from ..engine.code_version import code_version
 from ..project import project_files
+from .data import file_sha256
 from .plan import Stage
 
 __all__ = ["StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
@@ -71,8 +71,7 @@ class StageRecord:
 @functools.lru_cache(maxsize=256)
 def _digest(path: str, size: int, mtime_ns: int) -> str:
     """sha256 of a checkpoint; cached per (path, size, mtime): the job checks every stage at start."""
-    with open(path, "rb") as f:
-        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+    return file_sha256(Path(path))
 
 
 def input_identity(deps: list[Path]) -> dict[str, str | None]:

@@ -177,6 +177,13 @@ def plan_from_args(args) -> MainJobPlan:
         changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
     changes["allow_unfair"] = args.allow_unfair_arms
     changes |= _data_changes(args, base)
+    if changes["scale"] == "paper":  # the paper configs' schedules and the ImageNet recipe run: never ignored
+        given = [o for o, v in (("--detect-iterations", args.detect_iterations),
+                                ("--pretrain-epochs", args.pretrain_epochs),
+                                ("--pretrain-val-images", args.pretrain_val_images)) if v is not None]
+        if given:
+            raise PlanError(f"{given[0]}: at --scale paper the paper configs' schedules and the ImageNet recipe "
+                            "(60e4 iterations, the whole val split) run; leave it out, or use --scale embedded")
     plan = replace(base, **changes)
     if plan.pretrain_data.folder is not None and not plan.pretrained_here():
         if args.pretrain_data:

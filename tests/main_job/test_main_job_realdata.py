@@ -242,6 +242,8 @@ def _bad_cases(tmp_path, exported):
         (["--pretrain-data", str(tmp_path / "empty")], r"--pretrain-data .*empty.*no class sub-directories"),
         (["--pretrain-data", str(tmp_path / "absent")], r"--pretrain-data .*absent"),
         (["--scale", "paper"], r"--scale paper: the paper configs train on COCO or VOC"),
+        (["--scale", "paper", "--detect-iterations", "9", "--detect-voc", str(voc), "train", "val"],
+         r"--detect-iterations: at --scale paper the paper configs' schedules .* run"),
         (["--selection", "--detect-voc", str(voc), "train", "val"], r"--selection holds out"),
         (["--gpus-per-stage", "1"], r"--gpus-per-stage 1 x --jobs 2: this machine has 0 GPU"),
         (["--nodes-per-stage", "2"], r"--nodes-per-stage 2: a stage spans machines only as a Slurm job"),
