@@ -215,6 +215,12 @@ class ClassificationRun:
     seconds: float | None = None
     images_seen: int | None = None
     val_images: int | None = None
+    classes: int | None = None  # how many classes its classifier chose among (metrics.json's list; None: not recorded)
+
+    @property
+    def chance_error(self) -> float | None:
+        """Top-1 error (%) of a uniform guess among its classes: what a net that never trained scores."""
+        return None if not self.classes else 100.0 * (1.0 - 1.0 / self.classes)
 
     @property
     def earlier_augmentation(self) -> bool:
@@ -254,7 +260,8 @@ def read_classification_run(path) -> ClassificationRun:
     status = "finished" if (path / FINAL_CHECKPOINT).is_file() else f"no {FINAL_CHECKPOINT}"
     return ClassificationRun(path, status, cfg, 100.0 - float(top1), 100.0 - float(top5) if top5_ok else None,
                              history, finite_number(metrics.get("seconds")), _int(metrics.get("images_seen")),
-                             _int(metrics.get("val_images")))
+                             _int(metrics.get("val_images")),
+                             len(metrics["classes"]) if isinstance(metrics.get("classes"), list) else None)
 
 
 def finite_number(v) -> float | None:

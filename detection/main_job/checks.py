@@ -56,6 +56,16 @@ def validate_plan(plan: MainJobPlan) -> None:
     if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
     _validate_data(plan)
+    _validate_control(plan)
+
+
+def _validate_control(plan: MainJobPlan) -> None:
+    """The positive control shortens the first backbone's pretraining (or, given its weights, its fine-tuning) to a
+    fraction."""
+    if plan.control is None:
+        return
+    if not 0 < plan.control < 1:
+        raise PlanError(f"--control must be a fraction of the pretraining budget in (0, 1), got {plan.control!r}")
 
 
 def _validate_data(plan: MainJobPlan) -> None:

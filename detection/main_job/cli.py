@@ -57,6 +57,7 @@ from .plan import (
     paper_config,
     plan_stages,
 )
+from .resolution import expected_resolution, resolution_lines
 from .results import (
     COMPARED_METRICS,
     chance_ap,
@@ -313,6 +314,10 @@ def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator:
           f"measured just now on this machine with {threads} thread(s); start-up and evaluation assumed 15 s a stage; "
           f"{args.jobs} at a time), plus ~1 min for the dataset, chance level and report. Nothing was run.")
     _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
+    resolution = expected_resolution(plan, stages, args.preset, COMPARED_METRICS[0], args.target_mde,
+                                     project_files().root)
+    for line in resolution_lines(resolution, args.preset):
+        print(line)
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path,

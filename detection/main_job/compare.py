@@ -21,12 +21,12 @@ from pathlib import Path
 from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileError, read_classification_run, read_json
 
 from ..engine.code_version import describe_versions
-from ..report.comparison import Comparison, adjust, compare, contrast
+from ..report.comparison import Comparison, adjust, compare, contrast, gated
 from ..report.runs import load_run
 from .family import TOP1_METRIC, compare_top1
 from .graph import StageRecord, read_stage_record
 
-__all__ = ["compare_jobs", "comparison_lines"]
+__all__ = ["compare_jobs", "comparison_lines", "recomputed", "COMPARISON_KINDS"]
 
 PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 accuracy on its val items
 DETECT_METRICS = ("AP50", "AP")
@@ -125,9 +125,10 @@ def _stages(job: Path) -> dict[str, Path]:
 COMPARISON_KINDS = ("arms", "gains", "deltas", "plain_vs_residual", "degradation_comparisons", "interactions",
                     "layer_response_comparisons")
 #   ("gains": pretrained vs scratch in jobs written before the arms)
+DEGRADATION_KINDS = ("degradation_comparisons", "interactions", "layer_response_comparisons")  # no control gates them
 
 
-def _recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
+def recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
     """The listed comparison d (the index-th of its kind), recomputed from a job's per-unit values: its detection
     groups, or for a degradation comparison its nets' training errors (lower better), for an interaction the four
     nets results.json names; None if absent."""
@@ -159,9 +160,12 @@ def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
     for kind in COMPARISON_KINDS:
         for i, d in enumerate(res.get(kind) or []):
             if isinstance(d, dict) and {"a", "b", "metric"} <= set(d):
-                if (c := _recomputed(res, kind, i, d)) is not None:
+                if (c := recomputed(res, kind, i, d)) is not None:
                     keyed.append(((kind, d["metric"], d["a"], d["b"]), c))
     adjusted = adjust([c for _, c in keyed], res.get("family") or f"the job's {len(keyed)} comparisons")
+    if res.get("gate"):  # the job's control was not called (or it ran none): no transfer comparison is called
+        adjusted = [gated([c], res["gate"])[0] if key[0] not in DEGRADATION_KINDS else c
+                    for (key, _), c in zip(keyed, adjusted)]
     return {key: c for (key, _), c in zip(keyed, adjusted)}
 
 
@@ -178,7 +182,7 @@ def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
             row = {"a": d["a"], "b": d["b"], "metric": d["metric"], "kind": kind}
             for side, fam in (("A", fam_a), ("B", fam_b)):
                 c = fam.get(key)
-                row[side] = None if c is None else {**asdict(c), "call": c.call, "text": c.describe()}
+                row[side] = None if c is None else {**asdict(c), "call": c.call, "mde": c.mde, "text": c.describe()}
             row["same_call"] = bool(row["A"] and row["B"] and row["A"]["call"] == row["B"]["call"])
             out.append(row)
     return out

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backbones import model_info
+from classification.analysis.degradation import RECIPE
 
 from ..report.comparison import Comparison, Spread, compare, spread
 from ..report.document import fmt
@@ -27,9 +28,13 @@ from .plan import PlanError
 
 __all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
            "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
-           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC", "COST_FIELDS"]
+           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC", "COST_FIELDS", "untrained_units", "untrained_lines",
+           "LEFT_CHANCE_BY", "NEVER_TRAINED"]
 
-MIN_BACKBONES = 4  # a rank correlation of 3 points takes 4 values (Spearman) -- not computed below 4
+MIN_BACKBONES = 5  # the fewest backbones at which the exact permutation test can reach p < 0.05 (two-sided: the
+#                    smallest p of n backbones is 2 / n!: 0.083 at 4, 0.017 at 5) -- not computed below 5
+LEFT_CHANCE_BY = RECIPE.left_chance_by  # points below chance a net's final error must be to count as trained
+NEVER_TRAINED = "pretraining never left chance"  # how a row not ranked for it begins (the table marks those)
 RESAMPLES = 2000  # bootstrap resamples of the units
 MEASURED, PUBLISHED, FILE_METADATA = "measured here", "published", "published (file metadata)"
 # The leaderboard's costs measured while a run trains and evaluates: two runs of one job differ in them (the machine,
@@ -47,6 +52,7 @@ class Top1:
     source: str  # MEASURED, PUBLISHED or FILE_METADATA
     error: Spread | None
     units: dict[str, float] = field(default_factory=dict)  # pretraining run (its directory name) -> error
+    at_chance: tuple[str, ...] = ()  # its pretraining runs that never left chance (untrained_units)
 
 
 @dataclass
@@ -69,6 +75,8 @@ class LeaderboardRow:
     train_mem_mb: float | None
     params_m: float | None
     gmacs: float | None
+    not_ranked: str = ""  # why the row has no place in the order ("": ranked): a net that never trained, or a job
+    #   whose positive control was not called
 
 
 @dataclass
@@ -89,6 +97,8 @@ class Correlation:
     dropped: int = 0  # resamples left out because one side was constant (no rank correlation defined)
     left_out: dict[str, str] = field(default_factory=dict)  # backbone -> why it is not a point
     why_not: str | None = None  # why no correlation (or no interval) was computed
+    p_permutation: float | None = None  # two-sided exact permutation p of Spearman's rho over the backbones (the
+    #   unit: is the order of accuracy tied to the order of AP across these nets?), scipy.stats.permutation_test
 
 
 def leaderboard_arm(arms: tuple[str, ...]) -> str | None:
@@ -101,9 +111,19 @@ def _mean(values: list) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
+def untrained_units(errors: dict[str, float], chance: dict[str, float | None]) -> tuple[str, ...]:
+    """The pretraining runs whose final top-1 error is not LEFT_CHANCE_BY points below their chance error (a uniform
+    guess among their classes; the degradation preset's criterion): a net that never trained is a failed recipe,
+    and says nothing about its design."""
+    return tuple(u for u, e in errors.items() if chance.get(u) is not None and e > chance[u] - LEFT_CHANCE_BY)
+
+
 def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[str, Top1],
-                weights: dict[str, str], arm: str, gmacs, unit_names: dict[str, str]) -> list[LeaderboardRow]:
-    """One row per backbone with a finished group in `arm`, sorted by AP (best first). groups: label -> RunGroup;
+                weights: dict[str, str], arm: str, gmacs, unit_names: dict[str, str],
+                gate: str | None = None) -> list[LeaderboardRow]:
+    """One row per backbone with a finished group in `arm`, sorted by AP (best first), the backbones whose
+    pretraining never left chance after them, unranked and named; with a `gate` (the job's control was not called)
+    no row is ranked and the rows keep the plan's order. groups: label -> RunGroup;
     labels: backbone -> its group's label in `arm`; gmacs: a run's config -> GMACs (report.writer.run_gmacs);
     unit_names: a detection unit (the resolved checkpoint path, RunGroup.unit_of) -> the key its top-1 has (a
     pretraining run's directory name; a given file keeps its path)."""
@@ -123,8 +143,20 @@ def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[
             {k: {unit_names.get(u, u): statistics.fmean(v) for u, v in g.values(k).items()}
              for k in ("AP50", "AP", "AP75") if k in g.metrics},
             _mean([r.train_s_per_iter for r in runs]), _mean([r.inference_s_per_image for r in runs]),
-            _mean([r.peak_memory_mb for r in runs]), None if params is None else params / 1e6, gmacs(g.first.config)))
-    return sorted(rows, key=lambda r: -(r.metrics["AP"].mean if "AP" in r.metrics else -math.inf))
+            _mean([r.peak_memory_mb for r in runs]), None if params is None else params / 1e6, gmacs(g.first.config),
+            _not_ranked(t, gate)))
+    if gate:
+        return rows
+    return sorted(rows, key=lambda r: (bool(r.not_ranked), -(r.metrics["AP"].mean if "AP" in r.metrics else -math.inf)))
+
+
+def _not_ranked(t: Top1 | None, gate: str | None) -> str:
+    """Why a row has no place in the order: its net never trained (said first: it holds behind any gate), or the
+    job's gate; "" when ranked."""
+    if t is not None and t.at_chance:
+        return (f"{NEVER_TRAINED} ({len(t.at_chance)} of {len(t.units)} runs not {LEFT_CHANCE_BY:g} points below a "
+                "guess's error)")
+    return gate or ""
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -171,24 +203,43 @@ def kendall(xs: list[float], ys: list[float]) -> float | None:
     return (concordant - discordant) / math.sqrt(n_x * n_y) if n_x and n_y else None
 
 
+def permutation_p(xs: list[float], ys: list[float]) -> float:
+    """Two-sided p of Spearman's rho under exchangeability of the backbones' pairings: every permutation of the
+    ys against the xs (exact up to 8 backbones, 40,320 pairings; a seeded 9,999 beyond), scipy.stats."""
+    import numpy as np
+    import scipy.stats
+
+    rho = (lambda y, axis=-1: np.apply_along_axis(lambda r: spearman(list(xs), list(r)) or 0.0, axis, y))
+    res = scipy.stats.permutation_test((np.asarray(ys, dtype=float),), rho, permutation_type="pairings",
+                                       n_resamples=9999 if len(xs) > 8 else np.inf, alternative="two-sided",
+                                       vectorized=True, rng=np.random.default_rng(0))
+    return float(res.pvalue)
+
+
 def _percentile_interval(values: list[float]) -> tuple[float, float]:
     vals = sorted(values)
     q = statistics.quantiles(vals, n=40, method="inclusive")  # 2.5% steps
     return q[0], q[-1]
 
 
-def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPLES, seed: int = 0) -> Correlation:
+def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPLES, seed: int = 0,
+                         gate: str | None = None) -> Correlation:
     """Spearman and Kendall between pretraining top-1 accuracy (100 - error) and AP over the leaderboard's
     backbones whose accuracy has the most common source; the bootstrap resamples each backbone's units with
     replacement (a unit's accuracy and AP together), `resamples` times, seeded."""
     metric = CORRELATED_METRIC
+    if gate:
+        return Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], "",
+                           why_not=f"{gate}, so it could not show that it sees a difference in transfer")
     scales = [_scale(r.top1_source) for r in rows if r.top1_error is not None and metric in r.metrics]
     scale = max(sorted(set(scales)), key=scales.count) if scales else ""
     out = Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], scale)
     points = {}
     for r in rows:
         pairs = _unit_pairs(r, metric) if r.top1_error is not None and metric in r.metrics else []
-        if r.top1_error is None or metric not in r.metrics:
+        if r.not_ranked:
+            out.left_out[r.backbone] = f"not ranked: {r.not_ranked}"
+        elif r.top1_error is None or metric not in r.metrics:
             out.left_out[r.backbone] = "no pretraining top-1" if r.top1_error is None else f"no {metric}"
         elif _scale(r.top1_source) != scale:
             out.left_out[r.backbone] = f"top-1 {_scale(r.top1_source)}, the others' {scale}: not one scale"
@@ -208,6 +259,7 @@ def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPL
         out.why_not = (f"every backbone has the same {out.x if len(set(xs)) == 1 else out.y}: no rank "
                        "correlation")
         return out
+    out.p_permutation = permutation_p(xs, ys)
     if all(len(p) < 2 for p in points.values()):
         out.why_not = "one unit per backbone: the bootstrap has nothing to resample, so no interval"
         return out
@@ -277,9 +329,11 @@ def plain_vs_residual(pairs: list[tuple[str, str]], top1: dict[str, Top1], group
     return out
 
 
-def measured_top1(errors: dict[str, float]) -> Top1:
-    """A backbone's top-1 from its pretraining runs here (run directory name -> error)."""
-    return Top1(MEASURED, spread({u: [e] for u, e in errors.items()}, PRETRAINING_RUN), dict(errors))
+def measured_top1(errors: dict[str, float], chance: dict[str, float | None] | None = None) -> Top1:
+    """A backbone's top-1 from its pretraining runs here (run directory name -> error); chance: each run's chance
+    error (None: not known), for the runs that never trained."""
+    return Top1(MEASURED, spread({u: [e] for u, e in errors.items()}, PRETRAINING_RUN), dict(errors),
+                untrained_units(errors, chance or {}))
 
 
 def published_top1(accuracy: float, source: str = PUBLISHED) -> Top1:
@@ -301,7 +355,9 @@ LEADERBOARD_COLUMNS = ["backbone", "family", "depth", "weights", "top-1 err %", 
 def leaderboard_table(rows: list[LeaderboardRow]) -> tuple[list[str], list[list[str]]]:
     """The leaderboard as (head, rows) of text, Detectron2 MODEL_ZOO's columns: mean [95% interval over units]."""
     return LEADERBOARD_COLUMNS, [
-        [r.backbone, r.family, str(r.depth), r.weights, _ci(r.top1_error), r.top1_source or "—",
+        [r.backbone + (" (never trained: not ranked)" if r.not_ranked.startswith(NEVER_TRAINED) else ""),
+         r.family, str(r.depth), r.weights,
+         _ci(r.top1_error), r.top1_source or "—",
          _ci(r.metrics.get("AP50")), _ci(r.metrics.get("AP")), _ci(r.metrics.get("AP75")),
          fmt(r.train_s_per_iter, 3), fmt(r.inference_s_per_image, 3), fmt(r.train_mem_mb, 0),
          fmt(r.params_m, 2), fmt(r.gmacs, 2)] for r in rows]
@@ -323,10 +379,14 @@ def correlation_text(c: Correlation | None) -> str:
              else f"no interval: {c.why_not}")
     interval = (lambda ci: f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
     kendall = "—" if c.kendall is None else f"{c.kendall:+.2f}"
+    test = ("" if c.p_permutation is None else
+            f" Over the {len(c.backbones)} backbones as the unit, an exact permutation test of Spearman's rho gives "
+            f"p {c.p_permutation:.3g} (two-sided): " + ("an association at 0.05." if c.p_permutation < 0.05 else
+                                                        "no association established at 0.05."))
     return (f"Accuracy vs transfer over {len(c.backbones)} backbones ({', '.join(c.backbones)}; top-1 {c.source}): "
             f"rank correlation of {c.x} with {c.y}, Spearman {c.spearman:+.2f}{interval(c.spearman_interval)}, "
-            f"Kendall {kendall}{interval(c.kendall_interval)} ({where}). An estimate for these backbones, not a "
-            f"call: not in the job's Holm family.{left}")
+            f"Kendall {kendall}{interval(c.kendall_interval)} ({where}).{test} Not in the job's Holm family: its "
+            f"own test.{left}")
 
 
 def _spread_json(d: dict | None) -> Spread | None:
@@ -411,6 +471,13 @@ def _measure_top1_error(path: Path, plan) -> float | None:
     return 100.0 - evaluate(net, val)["top1"]
 
 
+def untrained_lines(top1: dict[str, Top1]) -> list[str]:
+    """The backbones whose pretraining never left chance, named where the job leaves them out."""
+    return [f"{m}: pretraining never left chance in {len(t.at_chance)} of {len(t.units)} run(s) (top-1 error not "
+            f"{LEFT_CHANCE_BY:g} points below a guess's): a failed recipe, not compared with other backbones and "
+            "not ranked" for m, t in top1.items() if t.at_chance]
+
+
 def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
     """Residual vs plain at each depth as the report and the summary print them (calls of the job's family)."""
     return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
@@ -436,9 +503,16 @@ def family_sections(results, report: Path) -> tuple[list, list]:
                            caption=f"pretraining top-1 error against detection {CORRELATED_METRIC}, one point per "
                                    "backbone, 95% intervals over its units as error bars, families by marker (the "
                                    "correlation is on accuracy = 100 - error: a positive one falls to the right)")
-    lines = (f"One row per backbone in the arm {rows[0].arm}, sorted by {CORRELATED_METRIC}: mean [95% interval "
+    from .control import control_lines
+
+    gated = bool(results.gate)
+    order = ("in the plan's order, not ranked (the job makes no calls: see the control above)" if gated else
+             f"sorted by {CORRELATED_METRIC}, any net that never trained last")
+    lines = (*control_lines(results),
+             f"One row per backbone in the arm {rows[0].arm}, {order}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",
+             *(f"{r.backbone} not ranked: {r.not_ranked}." for r in rows if r.not_ranked.startswith(NEVER_TRAINED)),
              correlation_text(results.correlation), *plain_vs_residual_lines(results.plain_vs_residual))
     lead = [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows))]
     return lead, ([ReportSection("Accuracy vs transfer", figures=tuple(figures))] if figures else [])

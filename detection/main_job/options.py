@@ -53,6 +53,10 @@ def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dry-run", action="store_true",
                     help="print the stages and the estimated minutes here, and the GPU-hours the comparison would "
                          "take at the paper's scale (an estimate from mult-adds); run nothing")
+    ap.add_argument("--target-mde", type=float, default=2.0, metavar="AP",
+                    help="--dry-run: the smallest difference (AP points) the job should resolve; it prints the units "
+                         "a group needs for it (default 2: the schedule noise CONVERGENCE.md accepts -- a doubled "
+                         "schedule moving AP less than that counts as converged)")
     ap.add_argument("--gpu-tflops", type=float, default=DEFAULT_TFLOPS,
                     help="--dry-run: the sustained TFLOP/s per GPU assumed for the paper-scale estimate "
                          f"(default {DEFAULT_TFLOPS:g}: a guess, printed beside the figure)")
@@ -117,6 +121,14 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
                     help="seeds of each from-scratch arm (default: 0; two or more give its comparisons an interval; "
                          "full: 0 1 2)")
     ap.add_argument("--pretrain-epochs", type=float, default=None)
+    control = ap.add_mutually_exclusive_group()
+    control.add_argument("--control", type=float, default=None, metavar="FRACTION",
+                         help="the positive control: the first backbone pretrained again for FRACTION of the budget "
+                              "and transferred alike (given by --weights: fine-tuned for FRACTION of the schedule); "
+                              "the job calls anything only when it calls this known order (default: 0.125 in the "
+                              "full, family and quick presets, none in the others)")
+    control.add_argument("--no-control", action="store_true",
+                         help="no positive control: the job then makes no call between backbones or arms")
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
@@ -173,6 +185,8 @@ def plan_from_args(args) -> MainJobPlan:
                                         for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
     if args.width is not None:
         changes["width"] = args.width
+    if args.no_control or args.control is not None:
+        changes["control"] = None if args.no_control else args.control
     if args.degradation is not None:
         changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
     changes["allow_unfair"] = args.allow_unfair_arms

@@ -29,7 +29,7 @@ from .arms import ARMS
 from .data import COCO, EMBEDDED, VOC, DetectData, PretrainData, folder_train_images
 
 __all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "PlanError",
-           "SCALES", "PAPER_SCALE"]
+           "SCALES", "PAPER_SCALE", "CONTROL_FRACTION", "control_label", "control_pretrain_dir"]
 
 # The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design), on COCO; a
 # VOC job reads the file of the same name in PAPER_DATA_FOLDERS[VOC] (Table 7's settings).
@@ -125,6 +125,11 @@ class MainJobPlan:
     degradation_preact: bool = RECIPE.preact  # the paper's 2015 units for all four nets by default; True:
     #   pre-activation units (He et al. 2016); plain and residual nets always share their units
     degradation_warmup_fraction: float = RECIPE.warmup_fraction  # every net's linear warm-up, of the run; 0: none
+    # The positive control (power issue #64): the first backbone pretrained again, with every pretraining seed, for
+    # this fraction of the pretraining budget (a complete schedule of its own), and transferred with the same recipe
+    # in the ranking arm (family.leaderboard_arm): a known order -- more pretraining transfers better -- that the job
+    # must call before it ranks anything (results.py: the gate). None: no control, and no ranking language.
+    control: float | None = None
 
     def weights_of(self, model: str) -> Path | None:
         """The file a backbone's pretrained legs start from when the job was given one (--weights), else None."""
@@ -133,6 +138,24 @@ class MainJobPlan:
     def pretrained_here(self) -> list[str]:
         """The backbones this job pretrains (those without --weights)."""
         return [m for m in self.backbones if self.weights_of(m) is None]
+
+    def control_arm(self) -> str | None:
+        """The arm the positive control runs in: the ranking arm (the plan's first pretrained arm in arms.ARMS
+        order); None when the plan has no control or no pretrained arm."""
+        if self.control is None or not self.backbones:
+            return None
+        return next((a for a in ARMS if a in self.arms and ARMS[a].pretrained), None)
+
+    def control_kind(self) -> str | None:
+        """What the control shortens: "pretraining" of a backbone this job pretrains, "fine-tuning" (the detection
+        schedule, from the same file) of one it was given (--weights); None without a control."""
+        if self.control_arm() is None:
+            return None
+        return "fine-tuning" if self.weights_of(self.backbones[0]) is not None else "pretraining"
+
+    def control_iterations(self) -> int:
+        """The control's pretraining schedule: `control` of the job's, at least one iteration."""
+        return max(1, round(self.pretrain_iterations() * (self.control or 0.0)))
 
     def lr_for(self, model: str) -> float:
         """Each net's reference learning rate, the one recipe difference, measured necessary: at a shared 0.1 VGG's
@@ -245,26 +268,27 @@ class MainJobPlan:
         reference = ims // PAPER_IMAGES_PER_GPU
         return int(round(max_iter * ARMS[arm].schedule / (self.processes() / reference)))
 
-    def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path) -> list[str]:
+    def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path,
+                    fraction: float = 1.0) -> list[str]:
         """tools/train_det.py's command line of a detection leg: its config files, the data's registration, its
-        processes, then its overrides."""
-        configs, opts = self.detect_config(model, arm, weights, seed, out)
+        processes, then its overrides; fraction: of the arm's schedule (the fine-tuning control's)."""
+        configs, opts = self.detect_config(model, arm, weights, seed, out, fraction)
         return [str(project_files().tool("train_det.py")), *[a for c in configs for a in ("--config-file", c)],
                 *self.detect_data.register_flags(), *self._gpu_args(), *opts]
 
     def detect_config(self, model: str, arm: str, weights: Path | None, seed: int,
-                      out: Path) -> tuple[list[str], list[str]]:
+                      out: Path, fraction: float = 1.0) -> tuple[list[str], list[str]]:
         """(config files, KEY VALUE overrides) of a detection leg: what its stage runs and what check_arms
         resolves."""
         configs = leg_config_files(model, arm=arm, scale=self.scale, data_format=self.detect_data.format)
         if self.scale == "embedded":
-            n = self.detect_iterations_of(arm, model)
+            n = max(1, round(self.detect_iterations_of(arm, model) * fraction))
             schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
                         "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one:
                         "SOLVER.CHECKPOINT_PERIOD",  # the same warm-up in every arm (not in a longer arm's factor)
                         str(max(1, n // 2))]
         else:
-            schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule)
+            schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule * fraction)
         return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
                          "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
                          *self.detect_data.overrides(self.selection)]
@@ -279,14 +303,15 @@ def _paper_solver(configs: tuple[str, ...]) -> tuple[int, tuple[int, ...], int]:
     return solver.MAX_ITER, tuple(solver.STEPS), solver.IMS_PER_BATCH
 
 
-def _paper_schedule(configs: tuple[str, ...], multiple: int) -> list[str]:
+def _paper_schedule(configs: tuple[str, ...], multiple: float) -> list[str]:
     """A paper-scale leg's solver overrides: the config's schedule times the arm's multiple, and the config's
     reference world size (IMS_PER_BATCH / 2 images a GPU), from which Detectron2 applies the linear scaling rule
     -- batch and lr in proportion to the GPUs a leg gets, iterations and steps inversely."""
     max_iter, steps, ims = _paper_solver(configs)
     if ims % PAPER_IMAGES_PER_GPU:
         raise PlanError(f"{configs[0]}: SOLVER.IMS_PER_BATCH {ims} is not {PAPER_IMAGES_PER_GPU} images a GPU")
-    return ["SOLVER.MAX_ITER", str(max_iter * multiple), "SOLVER.STEPS", str(tuple(t * multiple for t in steps)),
+    return ["SOLVER.MAX_ITER", str(max(1, round(max_iter * multiple))),
+            "SOLVER.STEPS", str(tuple(max(1, round(t * multiple)) for t in steps)),
             "SOLVER.REFERENCE_WORLD_SIZE", str(ims // PAPER_IMAGES_PER_GPU)]
 
 
@@ -305,16 +330,22 @@ def _paper_schedule(configs: tuple[str, ...], multiple: int) -> list[str]:
 # The family preset's backbones: the three families at two depths each, plain and residual at 18 and 34 (the paper's
 # Table 2 pairs), VGG-16 (the paper's detection baseline) first: the backbone deltas are against it.
 FAMILY_BACKBONES = ("vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "resnet34")
+# The presets that rank backbones carry the positive control at 1/8 of the pretraining budget: half an epoch of the
+# embedded items at full's 4 epochs -- weaker pretraining by a known order, at 1/8 of a pretraining run's cost per
+# seed plus one detection leg per seed.
+CONTROL_FRACTION = 0.125
 PRESETS = {
     "full": {"pretrain_epochs": 4.0, "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
-             "scratch_seeds": (0, 1, 2)},
+             "scratch_seeds": (0, 1, 2), "control": CONTROL_FRACTION},
     "degradation": {"backbones": (), "scratch": (), "arms": (), "degradation": RECIPE.models,
                     "degradation_seeds": (0, 1, 2)},
     "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600,
              "arms": ("frozenbn_pretrained", "gn_scratch")},
     "family": {"backbones": FAMILY_BACKBONES, "arms": ("frozenbn_pretrained",), "pretrain_epochs": 4.0,
-               "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600},
-    "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400},
+               "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
+               "control": CONTROL_FRACTION},
+    "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400,
+              "control": CONTROL_FRACTION},
     # The paper's headline (Table 8) as one job: VGG-16 vs ResNet-101, Faster R-CNN on COCO 2014 train -> val in the
     # paper's setting (BN frozen; C4 / fc6-fc7), one ImageNet pretraining run each on a folder (or --weights MODEL=
     # FILE: published weights) and 5 detection seeds nested under it, at paper scale. Its data under
@@ -352,6 +383,7 @@ class Stage:
     pretrain_seed: int | None = None  # the seed of a train_cls stage (pretraining or degradation)
     detect_seed: int | None = None
     variant: str = ""  # a detection leg's arm (arms.ARMS), a pretraining run's norm, "" for a degradation net
+    control: bool = False  # a stage of the positive control (its shorter pretraining, or a leg from it)
 
     @property
     def inputs(self) -> list[Path]:
@@ -367,6 +399,11 @@ class Stage:
 def group_label(model: str, arm: str) -> str:
     """The report group of a detection leg: backbone and arm (the one place the label is made)."""
     return f"{model}_{arm}"
+
+
+def pretraining_label(model: str, norm: str) -> str:
+    """How the summary and results.json name a backbone's pretraining runs with one norm ("resnet101 GN")."""
+    return f"{model} {norm}"
 
 
 def pretrain_dir(out: Path, model: str, norm: str, seed: int) -> Path:
@@ -387,6 +424,7 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
                                           f"iterations of {plan.pretrain_batch}, {plan.pretrain_image_size} px)",
                                     out=d, argv=plan.pretrain_args(model, ps, d, p_iters, norm), kind="pretrain",
                                     model=model, init="", iterations=p_iters, pretrain_seed=ps, variant=norm))
+    stages += _control_pretraining(plan, out)
     for model in plan.backbones:
         for arm in (ARMS[a] for a in plan.arms):
             n = plan.detect_iterations_of(arm.name, model)
@@ -411,6 +449,7 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
                                         out=d, argv=plan.detect_args(model, arm.name, None, ds, d), kind="detect",
                                         model=model, init=arm.init, iterations=n, group=group, detect_seed=ds,
                                         variant=arm.name))
+    stages += _control_legs(plan, out)
     for seed in plan.degradation_seeds if plan.degradation else ():
         for model in plan.degradation:
             d = out / "degradation" / f"{model}_s{seed}"
@@ -418,6 +457,59 @@ def plan_stages(plan: MainJobPlan, out: Path) -> list[Stage]:
                                 out=d, argv=plan.degradation_args(model, seed, d), kind="degradation", model=model,
                                 init="", iterations=plan.degradation_iterations, pretrain_seed=seed))
     return stages
+
+
+def control_label(model: str, arm: str) -> str:
+    """The report group of the positive control's legs (the backbone, its arm, the shorter pretraining)."""
+    return f"{group_label(model, arm)}_control"
+
+
+def control_pretrain_dir(out: Path, model: str, norm: str, seed: int) -> Path:
+    """A control pretraining run's directory (beside the full-budget runs of the backbone)."""
+    full = pretrain_dir(out, model, norm, seed)
+    return full.with_name(f"{full.name.removesuffix(f'_p{seed}')}_control_p{seed}")
+
+
+def _control_pretraining(plan: MainJobPlan, out: Path) -> list[Stage]:
+    """The control's pretraining runs: the first backbone, the control arm's norm, every pretraining seed, the same
+    recipe for `control` of the iterations."""
+    arm = plan.control_arm()
+    if plan.control_kind() != "pretraining":
+        return []
+    model, norm, n = plan.backbones[0], ARMS[arm].pretrain_norm, plan.control_iterations()
+    return [Stage(title=f"positive control: pretrain {model} x{plan.width:g} with {norm}, seed {ps}, {plan.control:g}"
+                        f" of the budget ({n} iterations of {plan.pretrain_batch})",
+                  out=(d := control_pretrain_dir(out, model, norm, ps)), argv=plan.pretrain_args(model, ps, d, n, norm),
+                  kind="pretrain", model=model, init="", iterations=n, pretrain_seed=ps, variant=norm, control=True)
+            for ps in plan.pretrain_seeds]
+
+
+def _control_legs(plan: MainJobPlan, out: Path) -> list[Stage]:
+    """The control's detection legs: from each control pretraining run, every detection seed, the arm's recipe;
+    or, for a backbone the job was given, from its file for `control` of the arm's schedule."""
+    arm = plan.control_arm()
+    if arm is None:
+        return []
+    model, group = plan.backbones[0], control_label(plan.backbones[0], arm)
+    if plan.control_kind() == "fine-tuning":
+        weights = plan.weights_of(model)
+        n = max(1, round(plan.detect_iterations_of(arm, model) * plan.control))
+        return [Stage(title=f"positive control: Faster R-CNN {model}, {arm}, from {weights} for {plan.control:g} of "
+                            f"the schedule, detection seed {ds}", out=(d := out / "detect" / f"{group}_given_d{ds}"),
+                      argv=plan.detect_args(model, arm, weights, ds, d, plan.control), kind="detect", model=model,
+                      init=ARMS[arm].init, iterations=n, group=group, detect_seed=ds, variant=arm, files=[weights],
+                      control=True) for ds in plan.detect_seeds]
+    legs = []
+    for ps in plan.pretrain_seeds:
+        weights = control_pretrain_dir(out, model, ARMS[arm].pretrain_norm, ps) / FINAL_CHECKPOINT
+        for ds in plan.detect_seeds:
+            d = out / "detect" / f"{group}_p{ps}_d{ds}"
+            legs.append(Stage(title=f"positive control: Faster R-CNN {model}, {arm}, from {plan.control:g} of the "
+                                    f"pretraining, seed {ps}, detection seed {ds}", out=d,
+                              argv=plan.detect_args(model, arm, weights, ds, d), kind="detect", model=model,
+                              init=ARMS[arm].init, iterations=plan.detect_iterations_of(arm, model), group=group,
+                              deps=[weights.parent], pretrain_seed=ps, detect_seed=ds, variant=arm, control=True))
+    return legs
 
 
 def _legs_from_file(plan: MainJobPlan, model: str, arm, weights: Path, out: Path) -> list[Stage]:

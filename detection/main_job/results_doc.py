@@ -24,10 +24,11 @@ from classification.engine.run_files import RunFileError, read_json
 
 from ..report.comparison import Adjustment, Comparison
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
+from .pool import PoolError, pool_results
 
 __all__ = ["render", "regenerate", "stale_blocks", "comparison_from_json", "ResultsDocError"]
 
-BLOCK = re.compile(r"(<!-- results: (?P<path>\S+) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S)
 KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
          ("degradation_comparisons", "degradation: depth"),
          ("interactions", "degradation: depth x shortcuts"), ("layer_response_comparisons", "Fig. 7"))
@@ -42,7 +43,7 @@ def _tuple(v):
 
 
 def comparison_from_json(d: dict) -> Comparison:
-    """A Comparison as results.json holds it (asdict plus "call", which is recomputed, not read)."""
+    """A Comparison as results.json holds it (asdict plus "call" and "mde", which are recomputed, not read)."""
     names = {f.name for f in fields(Comparison)}
     values = {k: _tuple(v) for k, v in d.items() if k in names}
     adj = values.get("adjustment")
@@ -108,12 +109,24 @@ def render(results: dict, where: str = "results") -> str:
     names the file in errors."""
     if not isinstance(results, dict):
         raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
-    lines = _group_lines(results, where) + _leaderboard_lines(results, where)
+    lines = _control_lines(results, where) + _group_lines(results, where) + _leaderboard_lines(results, where)
     for label, stat in _get(results, "pretraining", dict, where, {}).items():
         units = _get(stat, "units", int, f"{where}.pretraining.{label}", 0)
         lines.append(f"- pretraining {_md(label)}: val top-1 error {_mean_ci(stat, f'{where}.pretraining.{label}')}% "
                      f"over {units} run(s)")
     return "\n".join(lines + _degradation_and_comparison_lines(results, where)).strip() + "\n"
+
+
+def _control_lines(results: dict, where: str) -> list[str]:
+    """The positive control's comparison and the gate, before anything it decides."""
+    lines = []
+    control = _get(results, "control", dict, where)
+    if control:
+        lines.append(f"Positive control: {_comparison_text(control, f'{where}.control')}")
+    gate = _get(results, "gate", str, where)
+    if gate:
+        lines.append(f"No calls below: {_md(gate)}.")
+    return lines + [""] if lines else []
 
 
 def _group_lines(results: dict, where: str) -> list[str]:
@@ -143,7 +156,9 @@ def _leaderboard_lines(results: dict, where: str) -> list[str]:
         raise ResultsDocError(f"{where}.leaderboard: not what results.json holds ({err})") from None
     if not board:
         return []
-    return [f"Leaderboard ({_md(board[0].arm)}, sorted by AP):", "", _row(head), "|" + "---|" * len(head),
+    order = ("in the plan's order, not ranked" if all(r.not_ranked for r in board) else
+             "sorted by AP, any net not ranked last")
+    return [f"Leaderboard ({_md(board[0].arm)}, {order}):", "", _row(head), "|" + "---|" * len(head),
             *map(_row, rows), "", _md(correlation), ""]
 
 
@@ -211,7 +226,17 @@ def _load(doc: Path, cited: str) -> dict:
 
 
 def _render(doc: Path, cited: str) -> str:
-    return render(_load(doc, cited), f"{doc}: {cited}")
+    """The block of the files it cites (one job, or the parts of one preset's job), pooled and decided under the
+    current rules (pool.pool_results): one family over all of them."""
+    paths = cited.split()
+    parts = [_load(doc, p) for p in paths]
+    for p, part in zip(paths, parts):  # each file as results.json holds it, or one line naming the file and key
+        render(part, f"{doc}: {p}")
+    try:
+        pooled = pool_results(parts, paths)
+    except (RunFileError, PoolError) as err:
+        raise ResultsDocError(f"{doc}: the block citing {cited}: {err}") from None
+    return render(pooled, f"{doc}: {cited}")
 
 
 def regenerate(doc: Path) -> str:

@@ -24,7 +24,9 @@ no spread estimate, and units whose means are all identical have none either (a 
 interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
 units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
 80% power (the t quantiles of the deciding interval -- 95%, or the comparison's Holm level in a family -- and of
-80% power added) -- a size to plan a run by. Beside it,
+80% power added) -- a size to plan a run by -- and `mde` the comparison's resolution: the smallest difference it
+would call with 80% power at the level that decides it and its measured standard error, printed beside every "no
+call" (a no-call with an MDE of 8 AP says nothing about a 2-AP difference). Beside it,
 P(A > B): the probability that a unit of A (its mean over its nested runs) has the higher value than a unit of B
 (ties count half) -- rliable's probability of improvement when higher is better, over all pairs of units, since
 runs nested in one unit are not independent draws; a description, not a test.
@@ -39,6 +41,11 @@ interval counts in the family (it could have been called with more units) and is
 well as", "the same") is said only from TOST: the (1 - 2 alpha) interval, at the comparison's Holm step alpha,
 inside +-margin (`Comparison.equivalent(margin)`); the few equivalence claims are not adjusted as a family of their
 own.
+
+**The gate.** A job that ranks carries a positive control (main_job.plan: one backbone with a fraction of its
+pretraining, a known order) and tests it first, on its own 95% interval; only when the control is called does the
+family get calls (fixed-sequence gatekeeping: the familywise error stays at 0.05). When it is not, `gated` keeps
+every interval, p and MDE of the family and makes no call: the job could not have seen a known difference.
 
 **Numerics.** Student's t is scipy.stats' (`t.ppf`, `t.sf`), Holm's decisions and adjusted p statsmodels'
 (`multipletests(method="holm")`): what a reviewer checks the numbers against. Ours are only what those libraries do
@@ -55,7 +62,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "find", "t_quantile",
+__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "gated", "find",
+           "detectable", "units_for", "t_quantile",
            "LEVEL", "POWER", "HOLM"]
 
 LEVEL = 0.95
@@ -89,6 +97,8 @@ class Adjustment:
     alpha: float  # its two-sided level: 0.05 / (m - k + 1) at its Holm step (frozen at the first step that fails)
     interval: tuple[float, float] | None  # at 1 - alpha; excludes 0 exactly when Holm rejects
     p: float | None  # Holm-adjusted p (None without an interval)
+    gate: str | None = None  # why nothing in the family is called: its gatekeeper (the job's positive control) was
+    #   not called first (fixed-sequence gatekeeping: control at 0.05, then the family by Holm at 0.05); None: open
 
 
 @dataclass(frozen=True)
@@ -122,10 +132,24 @@ class Comparison:
         return self.adjustment.interval if self.adjustment is not None else self.interval
 
     @property
+    def alpha(self) -> float:
+        """The two-sided level the call is made at: the comparison's Holm step in a family, else 0.05."""
+        return self.adjustment.alpha if self.adjustment is not None else 1.0 - LEVEL
+
+    @property
+    def mde(self) -> float | None:
+        """The minimum detectable effect: the smallest true |difference| this comparison calls with 80% power at
+        its deciding level and its measured standard error, (t(1 - alpha/2, df) + t(0.8, df)) se -- the resolution
+        a "no call" had (None without an interval: no spread to set it by)."""
+        if self.se is None or self.df is None:
+            return None
+        return (t_quantile(1.0 - self.alpha / 2.0, self.df) + t_quantile(POWER, self.df)) * self.se
+
+    @property
     def call(self) -> str | None:
         """The name of the group ahead (higher, or lower for an error) when the deciding interval excludes 0."""
         ci = self.decided_by
-        if ci is None or ci[0] <= 0.0 <= ci[1]:
+        if ci is None or ci[0] <= 0.0 <= ci[1] or (self.adjustment is not None and self.adjustment.gate):
             return None
         return self.a if (self.delta > 0) == self.higher_is_better else self.b
 
@@ -145,8 +169,7 @@ class Comparison:
         as" / "the same"."""
         if self.se is None or self.df is None:
             return None
-        alpha = self.adjustment.alpha if self.adjustment is not None else 1.0 - LEVEL
-        half = t_quantile(1.0 - alpha, self.df) * self.se
+        half = t_quantile(1.0 - self.alpha, self.df) * self.se
         return -margin < self.delta - half and self.delta + half < margin
 
     def _no_interval(self) -> str:
@@ -173,8 +196,10 @@ class Comparison:
         adj = self.adjustment
         held = "" if adj is None or adj.interval is None else (
             f", Holm/{adj.size} [{adj.interval[0]:+.{nd}f}, {adj.interval[1]:+.{nd}f}] p {adj.p:.2g}")
-        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}; "
-                + (f"{self.call} ahead" if self.call else "no call"))
+        gated = (f"; no call: the job's control was not called (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
+                 else "")
+        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}"
+                + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))
 
     def describe(self, nd: int = 2) -> str:
         """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why
@@ -194,10 +219,15 @@ class Comparison:
         lo, hi = self.interval
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}"
         counts += f", df {self.df:.1f}"
+        if self.adjustment is not None and self.adjustment.gate:
+            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self.adjustment.gate}; the smallest difference it "
+                    f"could call is {self.mde:.{nd}f} (80% power at its {100 * self.alpha:.3g}% level)")
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
                 "" if self.higher_is_better else f" (lower {self.metric})")
         which = "the family-adjusted interval includes 0" if self.adjustment is not None else "the interval includes 0"
+        which += (f"; the smallest difference it could call is {self.mde:.{nd}f} (80% power at its "
+                  f"{100 * self.alpha:.3g}% level)")
         if self.units_needed:
             need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at "
                     "the observed spread (80% power)")
@@ -289,6 +319,28 @@ def _units_needed(terms: Sequence[tuple[float, float, int]], delta: float, alpha
     return None
 
 
+def detectable(terms: Sequence[tuple[float, float, int]], alpha: float) -> float | None:
+    """The MDE of a contrast whose groups have these (weight, variance of the unit means, units): the smallest true
+    |difference| its two-sided level-alpha interval excludes 0 with 80% power, (t(1 - alpha/2, df) + t(0.8, df)) se,
+    Welch's df; None when no group has a spread. What a planned job resolves at the spreads of an earlier one."""
+    se, df = _welch(terms)
+    if se == 0.0 or not df > 0:
+        return None
+    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(POWER, df)) * se
+
+
+def units_for(terms: Sequence[tuple[float, float, int]], target: float, alpha: float) -> int | None:
+    """The fewest units per group (2..MAX_UNITS_NEEDED) at which the contrast's MDE is at most `target`; None
+    beyond the search or without a spread."""
+    for k in range(2, MAX_UNITS_NEEDED + 1):
+        mde = detectable([(w, var, k) for w, var, _ in terms], alpha)
+        if mde is None:
+            return None
+        if mde <= target:
+            return k
+    return None
+
+
 def _unit_means(values: Values) -> tuple[list[float], int]:
     vals = _clean(values)
     return [statistics.fmean(v) for v in vals.values()], sum(len(v) for v in vals.values())
@@ -326,6 +378,13 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
     return _finish(metric, a, b, unit, unit, [(1.0, a1), (-1.0, a2), (-1.0, b1), (1.0, b2)],
                    (len(a1) + len(a2), len(b1) + len(b2)), (r1 + r2, r3 + r4), sum(better) / len(better),
                    higher_is_better)
+
+
+def gated(comparisons: Sequence[Comparison], why: str) -> list[Comparison]:
+    """The family's comparisons with none called: its gatekeeper failed (`why` says how). Their intervals, p and MDE
+    stay, as numbers, with no call made from them."""
+    return [replace(c, adjustment=replace(c.adjustment, gate=why)) if c.adjustment is not None else c
+            for c in comparisons]
 
 
 def find(comparisons: Sequence[Comparison], a: str, b: str, metric: str) -> Comparison | None:

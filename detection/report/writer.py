@@ -457,7 +457,7 @@ def _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metr
         as_json[kind] = {
             "columns": head, "rows": rows, "baseline": base.name if base else None,
             # the table's comparisons as numbers, for programs (the rows above are formatted for reading)
-            "comparisons": [{**asdict(c), "call": c.call} for c in family]}
+            "comparisons": [{**asdict(c), "call": c.call, "mde": c.mde} for c in family]}
         csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
     return sections, as_json, csv_rows
 

@@ -36,7 +36,8 @@ def test_the_interval_is_welchs_t_over_unit_means_not_over_runs():
     flat = compare("AP50", "A", {i: [v] for i, v in enumerate(sum(a.values(), []))}, "run",
                    "B", {i: [v] for i, v in enumerate(sum(b.values(), []))}, "run")
     assert flat.call == "A"
-    assert c.p_a_better == 1.0 and "no call: the interval includes 0; about" in c.describe()
+    assert c.p_a_better == 1.0 and "no call: the interval includes 0; the smallest difference it could call is " \
+        f"{c.mde:.2f} (80% power at its 5% level); about" in c.describe()
 
 
 def test_a_group_of_one_unit_gets_no_interval_and_no_call_but_p_of_improvement():
@@ -261,3 +262,22 @@ def test_every_comparison_recorded_in_results_is_what_the_statistic_computes_fro
                 assert c.call == d["call"], where
                 checked += 1
     assert checked >= 20  # the committed jobs' families
+
+
+def test_the_mde_is_the_difference_called_with_80_percent_power_at_the_deciding_level():
+    """The MDE of a no-call: at a true difference of that size, Welch's test at the comparison's level rejects 80% of
+    the time (the normal-approximation of the noncentral t, which statsmodels' exact power agrees with to a few
+    percent at these df), and it grows with the family: a Holm step's level is stricter than 0.05."""
+    from statsmodels.stats.power import TTestIndPower
+
+    a = {i: [v] for i, v in enumerate([50.0, 52.0, 49.0, 51.0, 50.5, 49.5, 51.5, 48.5])}
+    b = {i: [v] for i, v in enumerate([49.0, 51.0, 50.0, 50.5, 48.0, 49.5, 50.0, 51.0])}
+    c = compare("AP", "A", a, "run", "B", b, "run")
+    assert c.call is None and c.mde is not None
+    sd = math.sqrt((c.terms[0][1] + c.terms[1][1]) / 2)  # equal n: the pooled sd
+    exact = TTestIndPower().solve_power(nobs1=8, alpha=0.05, power=0.8, ratio=1.0) * sd
+    assert c.mde == pytest.approx(exact, rel=0.05)
+    in_family = adjust([c, replace(c, a="C")], "two")[0]
+    assert in_family.mde > c.mde and f"(MDE {in_family.mde:.2f})" in in_family.cell()
+    assert f"the smallest difference it could call is {in_family.mde:.2f}" in in_family.describe()
+    assert compare("AP", "A", {0: [1.0]}, "run", "B", b, "run").mde is None  # one unit: no spread, no resolution

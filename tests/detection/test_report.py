@@ -217,10 +217,11 @@ def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(
     cmp = "95% CI, P(A>B), call"
     # 2 runs each (one set of weights: the run is the unit): Welch's t, df 2, half-width 4.303 * sqrt(2/2 + 2/2)
     assert rows["r101"][delta] == "1.00" and rows["r101"][cmp] == (
-        "[-5.08, +7.08], Holm/3 [-9.82, +11.82] p 1, P(A>B) 0.75, n 2 vs 2, df 2.0; no call")
+        "[-5.08, +7.08], Holm/3 [-9.82, +11.82] p 1, P(A>B) 0.75, n 2 vs 2, df 2.0; no call (MDE 12.32)")
+    # the MDE: (t(1 - 0.05/3/2, 2) + t(0.8, 2)) * sqrt(2): the smallest difference its Holm step calls at 80% power
     # its 95% interval excludes 0, the table's family of 3 (Holm) does not: no call
     assert rows["r50"][delta] == "9.50" and rows["r50"][cmp].startswith("[+2.58, +16.42], Holm/3 [-5.26, +24.26]")
-    assert rows["r50"][cmp].endswith("; no call")
+    assert rows["r50"][cmp].endswith("; no call (MDE 16.06)")
     assert rows["r18"][cmp] == "P(A>B) 1.00, n 1 vs 2; no call: one run"
 
 

@@ -17,6 +17,7 @@ from detection.main_job.family import (
     MEASURED,
     PUBLISHED,
     LeaderboardRow,
+    correlation_text,
     kendall,
     measured_top1,
     plain_residual_pairs,
@@ -55,6 +56,8 @@ def test_correlation_is_computed_from_four_backbones_with_a_seeded_bootstrap_ove
     c = transfer_correlation(rows)
     assert (c.spearman, c.kendall, c.spearman_interval, c.kendall_interval) == (1.0, 1.0, (1.0, 1.0), (1.0, 1.0))
     assert c.resamples == 2000 and c.backbones == [f"net{i}" for i in range(5)] and c.why_not is None
+    # the backbones as the unit: the exact permutation p of a perfect order of 5 is 2 / 5! (both tails)
+    assert c.p_permutation == pytest.approx(2 / 120) and "exact permutation test" in correlation_text(c)
     # noise as large as the gaps: the interval widens, contains the estimate, and is the same for the same seed
     noisy = [_row(f"net{i}", [50 - i, 47 - i], [10 + i, 16 + 0.5 * i]) for i in range(5)]
     a, b = transfer_correlation(noisy), transfer_correlation(noisy)
@@ -62,19 +65,19 @@ def test_correlation_is_computed_from_four_backbones_with_a_seeded_bootstrap_ove
     assert a.spearman_interval[0] <= a.spearman <= a.spearman_interval[1]
 
 
-def test_correlation_is_not_computed_below_four_backbones_nor_across_sources_and_says_why():
-    three = [_row(f"net{i}", [50 - i, 49 - i], [10 + i, 11 + i]) for i in range(3)]
-    c = transfer_correlation(three)
-    assert c.spearman is None and "needs at least 4" in c.why_not
-    mixed = three + [_row("published_net", [30.0], [40.0], source=PUBLISHED),
-                     _row("net3", [45, 44], [15, 16])]
+def test_correlation_is_not_computed_below_five_backbones_nor_across_sources_and_says_why():
+    four = [_row(f"net{i}", [50 - i, 49 - i], [10 + i, 11 + i]) for i in range(4)]
+    c = transfer_correlation(four)  # 4 backbones: the permutation test's smallest p is 2/4! = 0.083
+    assert c.spearman is None and "needs at least 5" in c.why_not
+    mixed = four + [_row("published_net", [30.0], [40.0], source=PUBLISHED),
+                    _row("net4", [45, 44], [15, 16])]
     c = transfer_correlation(mixed)
-    assert c.backbones == ["net0", "net1", "net2", "net3"] and c.spearman is not None
+    assert c.backbones == ["net0", "net1", "net2", "net3", "net4"] and c.spearman is not None
     assert c.left_out == {"published_net": "top-1 published, the others' measured here: not one scale"}
-    constant = [_row(f"net{i}", [50 - i, 49 - i], [10.0, 10.0]) for i in range(4)]
+    constant = [_row(f"net{i}", [50 - i, 49 - i], [10.0, 10.0]) for i in range(5)]
     c = transfer_correlation(constant)
     assert c.spearman is None and c.spearman_interval is None and "the same detection AP" in c.why_not
-    single = [_row(f"net{i}", [50 - i], [10 + i]) for i in range(4)]
+    single = [_row(f"net{i}", [50 - i], [10 + i]) for i in range(5)]
     c = transfer_correlation(single)
     assert c.spearman == 1.0 and c.spearman_interval is None and "nothing to resample" in c.why_not
 
@@ -168,7 +171,8 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
             "--detect-iterations", "2", "--pretrain-val-images", "64", "--output-dir", out]
     proc = run_tool("tools/main_job.py", *args, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count("[main job] started: ") == 1 and not (out / "pretrain").exists()
+    # the leg, and the control's: the same file fine-tuned for 1/8 of the schedule (no pretraining here)
+    assert proc.stdout.count("[main job] started: ") == 2 and not (out / "pretrain").exists()
     leg = out / "detect" / "resnet18_frozenbn_pretrained_given_d0"
     assert f"WEIGHTS: {torchvision_resnet18}" in (leg / "config.yaml").read_text()
     results = json.loads((out / "results.json").read_text())
@@ -176,7 +180,7 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
     assert (row["backbone"], row["weights"], row["top1_source"]) == ("resnet18", "resnet18_torchvision.pth",
                                                                       PUBLISHED)
     assert row["top1_error"]["mean"] == pytest.approx(100 - 69.758) and row["metrics"]["AP"]["units"] == 1
-    assert "needs at least 4" in results["correlation"]["why_not"]
+    assert "positive control was not called" in results["correlation"]["why_not"]  # one fine-tuning run a side
     assert "## Leaderboard" in (out / "report" / "report.md").read_text()
     torch.save(torchvision.models.resnet18().state_dict(), torchvision_resnet18)  # another file, the same name
     again = run_tool("tools/main_job.py", *args, timeout=300)
@@ -186,36 +190,30 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
 
 
 @pytest.mark.slow
-def test_a_five_backbone_job_writes_the_leaderboard_scatter_correlation_and_residual_vs_plain_calls(tmp_path):
+def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_nothing_it_cannot_see(tmp_path):
+    """The family preset at smoke scale: the leaderboard, the scatter and the control's legs are made; two
+    pretraining iterations leave every net at chance and the control cannot be called, so the report names both,
+    keeps the plan's order and makes no call or correlation (the statistics: test_main_job_control.py)."""
     out = tmp_path / "job"
     backbones = ["resnet18", "resnet34", "plain18", "plain34", "vgg11_bn"]
     proc = run_tool("tools/main_job.py", "--preset", "family", "--backbones", *backbones, "--pretrain-seeds", "0",
                     "1", "--pretrain-epochs", "2", "--pretrain-images", "128", "--pretrain-val-images", "64",
                     "--detect-iterations", "2", "--output-dir", out, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (out / "pretrain" / "resnet18_control_p1").is_dir()
+    assert (out / "detect" / "resnet18_frozenbn_pretrained_control_p1_d0").is_dir()
     results = json.loads((out / "results.json").read_text())
     board = results["leaderboard"]
-    assert sorted(r["backbone"] for r in board) == sorted(backbones)
-    aps = [r["metrics"]["AP"]["mean"] for r in board]
-    assert aps == sorted(aps, reverse=True)  # sorted by AP, best first
+    assert [r["backbone"] for r in board] == backbones  # the plan's order: nothing is ranked
     assert all(r["top1_source"] == MEASURED and r["top1_error"]["units"] == 2 and r["params_m"] > 0
-               and r["gmacs"] > 0 and r["inference_s_per_image"] > 0 for r in board)
-    c = results["correlation"]
-    assert len(c["backbones"]) == 5 and c["resamples"] > 1000 and c["why_not"] is None, c
-    assert c["spearman_interval"][0] <= c["spearman"] <= c["spearman_interval"][1]
-    assert c["kendall_interval"][0] <= c["kendall"] <= c["kendall_interval"][1]
-    pairs = [(d["a"], d["b"], d["metric"]) for d in results["plain_vs_residual"]]
-    assert pairs == [("resnet18", "plain18", "pretraining top-1 error"),
-                     ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP50"),
-                     ("resnet34", "plain34", "pretraining top-1 error"),
-                     ("resnet34_frozenbn_pretrained", "plain34_frozenbn_pretrained", "AP50")]
-    assert len(results["deltas"]) == 3  # vs resnet18, plain18 aside: residual vs plain compares those two
-    family = 4 + len(results["deltas"])  # residual vs plain in the job's one Holm family, beside the deltas
-    assert all(d["adjustment"]["size"] == family for d in results["plain_vs_residual"] + results["deltas"])
+               and r["gmacs"] > 0 and r["inference_s_per_image"] > 0 and r["not_ranked"] for r in board)
+    assert results["control"]["a"] == "resnet18_frozenbn_pretrained" and results["gate"]
+    assert results["correlation"]["spearman"] is None and results["correlation"]["why_not"]
+    assert all(c["call"] is None for c in results["deltas"] + results["plain_vs_residual"])
     assert (out / "report" / "transfer_scatter.png").stat().st_size > 10_000
     md = (out / "report" / "report.md").read_text()
-    assert md.index("## Leaderboard") < md.index("## Results") and "Residual vs plain, AP50" in md
-    assert "Accuracy vs transfer over 5 backbones" in md
+    assert md.index("## Leaderboard") < md.index("## Results") and "Positive control (0.125 of the pretraining" in md
+    assert "This job cannot rank backbones" in md and "not ranked" in md
 
 
 @pytest.mark.bad_input  # another dataset's 10-class classifier is not measured here (#69 item 4)
@@ -280,7 +278,7 @@ def test_job_results_pair_each_pretraining_run_with_its_own_legs_and_count_each_
     published = tmp_path / "published.pth"
     published.write_bytes(b"")
     plan = MainJobPlan(backbones=("resnet18", "plain18", "resnet50", "resnet34", "plain34"),
-                       arms=("frozenbn_pretrained",), pretrain_seeds=(0, 1), detect_seeds=(0,),
+                       arms=("frozenbn_pretrained",), pretrain_seeds=(0, 1), detect_seeds=(0,), control=0.125,
                        weights=(("resnet34", str(given / "model_final.pth")), ("plain34", str(published))))
     job = tmp_path / "job"
     stages = plan_stages(plan, job)
@@ -293,7 +291,7 @@ def test_job_results_pair_each_pretraining_run_with_its_own_legs_and_count_each_
     for s in stages:
         if s.kind == "detect":
             weights = s.deps[0] / "model_final.pth" if s.deps else s.files[0]
-            value = ap[s.model][s.pretrain_seed or 0]
+            value = ap[s.model][s.pretrain_seed or 0] - (25.0 if s.control else 0.0)  # the control: called
             make_run(s.out.parent, s.out.name, s.model, coco={"AP": value, "AP50": value + 20, "AP75": value},
                      weights=str(weights), width=0.25)
     from detection.main_job.family import measured_top1 as measured
@@ -308,11 +306,12 @@ def test_job_results_pair_each_pretraining_run_with_its_own_legs_and_count_each_
     assert [os.path.basename(u) for u in rows["resnet34"].units["AP"]] == ["resnet34_frozenbn_pretrained_given_d0"]
     assert res.group("resnet34", "frozenbn_pretrained").unit == "fine-tuning run"
     c = res.correlation
-    assert c.backbones == ["resnet50", "resnet34", "resnet18", "plain18"] and c.spearman == 1.0
+    assert c.backbones == ["resnet50", "resnet34", "resnet18", "plain18"]
+    assert c.spearman is None and "needs at least 5" in c.why_not  # 4 points: no permutation p below 0.083
     assert c.left_out == {"plain34": "top-1 published, the others' measured here: not one scale"}
     assert [r.backbone for r in res.leaderboard] == ["resnet50", "resnet34", "resnet18", "plain18", "plain34"]
     pairs = [(d.a, d.b, d.metric) for d in res.plain_vs_residual]
-    assert ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP50") in pairs
+    assert ("resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained", "AP") in pairs
     assert not any({d.a, d.b} == {"resnet18_frozenbn_pretrained", "plain18_frozenbn_pretrained"} for d in res.deltas)
     assert {d.adjustment.size for d in res.comparisons()} == {len(res.comparisons())}
 

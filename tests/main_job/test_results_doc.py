@@ -26,9 +26,12 @@ def test_results_md_agrees_with_the_results_it_cites():
 
 
 def test_a_changed_number_makes_the_check_fail_and_regeneration_fixes_it(tmp_path):
-    results = {"groups": [], "arms": [], "family": "the job's 1 comparisons", "deltas": [json.loads(json.dumps(
-        {**_asdict(adjust([compare("AP50", "b", {0: [90.0], 1: [91.0]}, "pretraining run", "a",
-                                   {0: [80.0], 1: [82.0]}, "pretraining run")], "the job's 1 comparisons")[0])}))]}
+    values = {"b": {"p0": [90.0], "p1": [91.0]}, "a": {"p0": [80.0], "p1": [82.0]}}
+    groups = [{"name": n, "unit": "pretraining run", "values": {"AP": v, "AP50": v}} for n, v in values.items()]
+    results = {"groups": groups, "arms": [], "family": "the job's 1 comparisons", "gate": None,
+               "deltas": [json.loads(json.dumps({**_asdict(adjust([compare(
+                   "AP50", "b", values["b"], "pretraining run", "a", values["a"], "pretraining run")],
+                   "the job's 1 comparisons")[0])}))]}
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "job.json").write_text(json.dumps(results))
     doc = tmp_path / "RESULTS.md"
@@ -36,12 +39,22 @@ def test_a_changed_number_makes_the_check_fail_and_regeneration_fixes_it(tmp_pat
     assert stale_blocks(doc) == ["results/job.json"]
     doc.write_text(regenerate(doc))
     assert stale_blocks(doc) == [] and doc.read_text().startswith("Prose stays.\n") and "More prose." in doc.read_text()
-    assert "backbones, b vs a: ΔAP50 +9.50" in doc.read_text() and "Holm step-down over 1" in doc.read_text()
-    results["deltas"][0]["delta"] = 1.5  # the file changes, the document does not
+    # decided anew from the per-unit values, on today's metric (AP), whatever the file recorded (AP50)
+    assert "backbones, b vs a: ΔAP +9.50" in doc.read_text() and "Holm step-down over 1" in doc.read_text()
+    groups[0]["values"]["AP"]["p1"] = [95.0]  # the file changes, the document does not
     (tmp_path / "results" / "job.json").write_text(json.dumps(results))
     assert stale_blocks(doc) == ["results/job.json"]
     proc = run_tool("tools/results_doc.py", doc, "--check", timeout=120)
     assert proc.returncode == 1 and "results/job.json" in proc.stderr
+
+
+@pytest.mark.bad_input
+def test_a_listed_comparison_the_file_cannot_back_is_one_error_not_dropped(tmp_path):
+    c = adjust([compare("AP", "b", {0: [1.0], 1: [2.0]}, "run", "a", {0: [0.5], 1: [0.7]}, "run")], "f")[0]
+    (tmp_path / "f.json").write_text(json.dumps({"groups": [], "deltas": [_asdict(c)]}))
+    (tmp_path / "DOC.md").write_text("<!-- results: f.json -->\n<!-- end results -->\n")
+    with pytest.raises(ResultsDocError, match="f.json: deltas lists b vs a, whose per-unit AP values are not in it"):
+        stale_blocks(tmp_path / "DOC.md")
 
 
 def test_a_block_citing_a_missing_file_is_one_line_naming_it(tmp_path):
@@ -81,8 +94,8 @@ def test_the_copy_of_results_md_in_a_tmp_dir_needs_its_files(tmp_path):
     assert proc.returncode == 2 and "no such file" in proc.stderr
 
 
-def _group(name="resnet18_frozenbn_pretrained", unit="pretraining run", ap50=90.0, ap=60.0):
-    return {"name": name, "arm": "frozenbn_pretrained", "unit": unit,
+def _group(name="resnet18_frozenbn_pretrained", unit="pretraining run", ap50=90.0, ap=60.0, values=None):
+    return {"name": name, "arm": "frozenbn_pretrained", "unit": unit, "values": values or {},
             "metrics": {"AP50": {"mean": ap50, "units": 3, "interval": [88.0, 92.0]},
                         "AP": {"mean": ap, "units": 3, "interval": None}}}
 
@@ -110,8 +123,9 @@ def _comparison(a="a", b="b", metric="AP50"):
 @pytest.mark.bad_input
 def test_a_name_holding_the_end_marker_cannot_split_the_block_and_regeneration_is_idempotent(tmp_path):
     marker = "x <!-- end results --> |y"
-    (tmp_path / "r.json").write_text(json.dumps({"groups": [_group(name=marker)],
-                                                 "deltas": [_comparison(a=marker, metric="<b>")]}))
+    groups = [_group(name=marker, values={"AP": {"p0": [3.0], "p1": [4.0]}}),
+              _group(name="b", values={"AP": {"p0": [1.0], "p1": [0.5]}})]
+    (tmp_path / "r.json").write_text(json.dumps({"groups": groups, "deltas": [_comparison(a=marker, metric="<b>")]}))
     doc = tmp_path / "RESULTS.md"
     doc.write_text("<!-- results: r.json -->\n<!-- end results -->\ntail\n")
     once = regenerate(doc)

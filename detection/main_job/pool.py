@@ -1,0 +1,159 @@
+"""One family per preset: the parts of a preset's job (run apart -- on other machines or days, one backbone each)
+pooled into one results, every comparison they list recomputed from its per-unit values under the current rules and
+adjusted together (tools/compare_jobs.py --pool writes it; RESULTS.md's blocks render it).
+
+The current rules, applied to every part whatever version wrote it:
+- the detection comparisons are decided on results.COMPARED_METRICS (AP@[.5:.95]); AP50 / AP75 stay in the tables;
+- a backbone whose pretraining never left chance is in no comparison and not ranked (family.untrained_units; a part
+  written before it recorded its runs' chance is read as the embedded set's 10-way guess, the only data such parts
+  ran on);
+- the family is Holm over every comparison of every part: a call in one part can be no call in the pool;
+- the gate: a part whose positive control was not called -- or that ran none, as every part written before the
+  control existed -- leaves the pooled family with no calls (the degradation experiment's comparisons excepted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+from classification.analysis.degradation import RECIPE
+from classification.engine.run_files import RunFileError
+
+from ..report.comparison import adjust, gated
+from .compare import COMPARISON_KINDS, recomputed
+from .control import NO_CONTROL
+from .family import LEFT_CHANCE_BY, NEVER_TRAINED, TOP1_METRIC, leaderboard_from_json, transfer_correlation
+from .results import COMPARED_METRICS, DEGRADATION_FIELDS
+
+__all__ = ["pool_results", "pool_parts", "PoolError"]
+
+GROUP_KINDS = ("arms", "gains", "deltas", "plain_vs_residual")  # comparisons between detection groups
+MERGED = ("pretraining", "pretraining_images", "factors", "differences", "unfair", "layer_responses", "top1")
+CONCATENATED = ("groups", "degradation", "interaction_terms", "leaderboard")
+
+
+class PoolError(ValueError):
+    """Parts that cannot be one family: the message names the part and what clashes."""
+
+
+def _untrained(res: dict) -> set[str]:
+    """The backbones whose pretraining never left chance: recorded (at_chance), else read at a 10-way guess."""
+    out = set()
+    for model, t in (res.get("top1") or {}).items():
+        if not isinstance(t, dict):
+            continue
+        if "at_chance" in t:
+            stuck = bool(t["at_chance"])
+        else:
+            stuck = t.get("source") == "measured here" and any(
+                e > RECIPE.chance_error - LEFT_CHANCE_BY for e in (t.get("units") or {}).values())
+        if stuck:
+            out.add(model)
+    return out
+
+
+def _merge(parts: list[dict], names: list[str]) -> tuple[dict, dict[str, list[str]]]:
+    """(the parts' lists and maps in one results dict, kind -> the part each listed comparison came from)."""
+    pooled: dict = {k: {} for k in MERGED} | {k: [] for k in CONCATENATED} | {k: [] for k in COMPARISON_KINDS}
+    origin: dict[str, list[str]] = {k: [] for k in COMPARISON_KINDS}
+    owner: dict[str, str] = {}
+    for res, name in zip(parts, names):
+        if not isinstance(res, dict) or not isinstance(res.get("groups"), list):
+            raise RunFileError(f"{name}: not a main job's results.json (no list of groups)")
+        for g in res["groups"]:
+            label = g.get("name") if isinstance(g, dict) else None
+            if label in owner:
+                raise PoolError(f"{name}: group {label} is also in {owner[label]}: parts of one preset run "
+                                "different groups (pool the parts, not two runs of one part)")
+            owner[label] = name
+        for k in MERGED:
+            pooled[k] |= res.get(k) or {}
+        for k in (*CONCATENATED, *COMPARISON_KINDS):
+            pooled[k] += res.get(k) or []
+        for k in COMPARISON_KINDS:
+            origin[k] += [name] * len(res.get(k) or [])
+    return pooled, origin
+
+
+def _gate(parts: list[dict], names: list[str]) -> str | None:
+    for res, name in zip(parts, names):
+        if "gate" not in res:  # written before the control existed
+            return f"{name} ran no positive control (written before the control existed)"
+        if res["gate"]:
+            return f"{name}: {res['gate']}"
+    return None
+
+
+def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
+    """The parts (results.json dicts, named by `names` in messages and in the family) as one results dict."""
+    pooled, origin = _merge(parts, names)
+    untrained = _untrained(pooled)
+    metric = COMPARED_METRICS[0]
+    keyed = []
+    for kind in COMPARISON_KINDS:
+        for i, d in enumerate(pooled[kind]):
+            if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
+                continue
+            if kind in GROUP_KINDS and d["metric"] != TOP1_METRIC:
+                d = {**d, "metric": metric}
+            sides = {_backbone_of(pooled, d["a"]), _backbone_of(pooled, d["b"])}
+            if kind in GROUP_KINDS and sides & untrained:
+                continue
+            c = recomputed(pooled, kind, i, d)
+            if c is None:  # a listed comparison the file cannot back: never dropped in silence
+                raise RunFileError(f"{origin[kind][i]}: {kind} lists {d['a']} vs {d['b']}, whose per-unit "
+                                   f"{d['metric']} values are not in it: it cannot be decided from the file")
+            keyed.append((kind, c))
+    gate = _gate(parts, names) if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # degradation: none
+    family = f"the {preset + ' ' if preset else ''}preset's {len(keyed)} comparisons over {len(parts)} part(s)"
+    adjusted = adjust([c for _, c in keyed], family)
+    for kind in COMPARISON_KINDS:
+        pooled[kind] = []
+    for (kind, _), c in zip(keyed, adjusted):
+        c = gated([c], gate)[0] if gate and kind not in DEGRADATION_FIELDS else c
+        pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
+    pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric}
+    _rank(pooled, untrained, gate)
+    return pooled
+
+
+def _backbone_of(pooled: dict, name: str) -> str:
+    """The backbone a comparison's side names: a detection group's, or the name itself (a backbone's top-1)."""
+    group = next((g for g in pooled["groups"] if isinstance(g, dict) and g.get("name") == name), None)
+    return group.get("backbone", name) if group else name
+
+
+def _rank(pooled: dict, untrained: set[str], gate: str | None) -> None:
+    """The leaderboard and the correlation under the rules: not ranked behind a gate or at chance."""
+    if not pooled["leaderboard"]:
+        pooled["correlation"] = None
+        return
+    try:
+        rows = leaderboard_from_json(pooled["leaderboard"])
+    except (TypeError, ValueError) as err:
+        raise RunFileError(f"the leaderboard of {', '.join(pooled['parts'])}: not what results.json holds "
+                           f"({err})") from None
+    short = gate and ("the job ran no positive control" if NO_CONTROL in gate or "ran no positive control" in gate
+                      else "the job's positive control was not called")
+    rows = [replace(r, not_ranked=(f"{NEVER_TRAINED} (top-1 error not {LEFT_CHANCE_BY:g} points below a guess's)"
+                                   if r.backbone in untrained else short or "")) for r in rows]
+    if not short:
+        rows.sort(key=lambda r: (bool(r.not_ranked), -(r.metrics["AP"].mean if "AP" in r.metrics else -1e9)))
+    pooled["leaderboard"] = [asdict(r) for r in rows]
+    pooled["correlation"] = asdict(transfer_correlation(rows, gate=short))
+
+
+def pool_parts(paths, preset: str = "") -> dict:
+    """pool_results of results.json files or job directories (their results.json), named by their paths."""
+    from pathlib import Path
+
+    from classification.engine.run_files import JOB_RESULTS, read_json
+
+    files = [Path(p) / JOB_RESULTS if Path(p).is_dir() else Path(p) for p in paths]
+    parts = []
+    for f in files:
+        data = read_json(f)
+        if data is None:
+            raise FileNotFoundError(f"{f}: no such results file (a part is a results.json or a job directory)")
+        parts.append(data)
+    return pool_results(parts, [str(f) for f in files], preset)

@@ -1,0 +1,165 @@
+"""detection.main_job.control and the gate: the presets that rank carry a positive control (the first backbone with a
+fraction of its pretraining, transferred alike); a job whose control is called makes its family's calls, a job whose
+control is not called (its two sides identical) or that ran none shows every interval and no ranking language."""
+
+import json
+
+import pytest
+
+from detection.main_job.checks import check_arms
+from detection.main_job.cli import build_parser, plan_from_args
+from detection.main_job.plan import CONTROL_FRACTION, PRESETS, MainJobPlan, PlanError, plan_stages
+from detection.main_job.results import generated_notes, job_results, summary_lines
+from fabricated_runs import make_run
+
+BACKBONES = ("resnet18", "plain18", "resnet50", "resnet34")
+
+
+def _plan(**changes) -> MainJobPlan:
+    return MainJobPlan(**{"backbones": BACKBONES, "arms": ("frozenbn_pretrained",), "pretrain_seeds": (0, 1, 2),
+                          "detect_seeds": (0,), "pretrain_epochs": 1.0, "control": CONTROL_FRACTION} | changes)
+
+
+@pytest.mark.parametrize("preset", ["full", "family", "quick"])
+def test_the_presets_that_rank_carry_the_control_at_an_eighth_of_the_budget(preset):
+    assert PRESETS[preset]["control"] == CONTROL_FRACTION
+    assert all(PRESETS[p].get("control") is None for p in ("demo", "degradation", "paper"))
+
+
+def test_the_control_pretrains_the_first_backbone_again_for_a_fraction_and_transfers_it_alike(tmp_path):
+    plan = _plan()
+    stages = plan_stages(plan, tmp_path)
+    control = [s for s in stages if s.control]
+    pre = [s for s in control if s.kind == "pretrain"]
+    legs = [s for s in control if s.kind == "detect"]
+    full_iterations = plan.pretrain_iterations()
+    assert [s.out.name for s in pre] == ["resnet18_control_p0", "resnet18_control_p1", "resnet18_control_p2"]
+    assert all(s.iterations == round(full_iterations * CONTROL_FRACTION) < full_iterations for s in pre)
+    assert [s.out.name for s in legs] == [f"resnet18_frozenbn_pretrained_control_p{i}_d0" for i in range(3)]
+    assert all(s.deps == [p.out] for s, p in zip(legs, pre))
+    # the same recipe: the control's pretraining command differs from the full run's only in its iterations, its
+    # evaluation / checkpoint periods (1/8 of the run) and its directory; its leg only in the weights and directory
+    full = next(s for s in stages if s.kind == "pretrain" and s.out.name == "resnet18_p0")
+    differ = {full.argv[i - 1] for i, (a, b) in enumerate(zip(full.argv, pre[0].argv)) if a != b}
+    assert differ == {"--iterations", "--eval-period", "--checkpoint-period", "--output-dir"}
+    full_leg = next(s for s in stages if s.out.name == "resnet18_frozenbn_pretrained_p0_d0")
+    differ = {full_leg.argv[i - 1] for i, (a, b) in enumerate(zip(full_leg.argv, legs[0].argv)) if a != b}
+    assert differ == {"MODEL.WEIGHTS", "OUTPUT_DIR"}
+    check_arms(plan)  # the control adds no arm to check
+    assert not any(s.control for s in plan_stages(_plan(control=None), tmp_path))
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("argv, message", [
+    (["--control", "1.5"], "--control must be a fraction of the pretraining budget in (0, 1), got 1.5"),
+    (["--control", "0"], "--control must be a fraction"),
+])
+def test_a_control_that_cannot_run_is_refused_naming_the_option(argv, message):
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_from_args(build_parser().parse_args(["--preset", "full", *argv]))
+
+
+def test_a_given_backbones_control_is_a_shorter_fine_tuning_from_the_same_file(tmp_path):
+    weights = tmp_path / "r18.pth"
+    plan = _plan(weights=(("resnet18", str(weights)),))
+    stages = plan_stages(plan, tmp_path / "job")
+    control = [s for s in stages if s.control]
+    assert plan.control_kind() == "fine-tuning" and [s.kind for s in control] == ["detect"]
+    full = next(s for s in stages if s.out.name == "resnet18_frozenbn_pretrained_given_d0")
+    assert control[0].out.name == "resnet18_frozenbn_pretrained_control_given_d0" and control[0].files == [weights]
+    assert control[0].iterations == round(full.iterations * CONTROL_FRACTION)
+    differ = {full.argv[i - 1] for i, (a, b) in enumerate(zip(full.argv, control[0].argv)) if a != b}
+    assert differ == {"OUTPUT_DIR", "SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD"}
+
+
+def test_no_control_and_a_fraction_given_override_the_preset():
+    parse = build_parser().parse_args
+    assert plan_from_args(parse(["--preset", "full", "--no-control"])).control is None
+    assert plan_from_args(parse(["--preset", "demo", "--control", "0.25"])).control == 0.25
+    with pytest.raises(SystemExit):  # one or the other
+        parse(["--control", "0.25", "--no-control"])
+
+
+def _pretraining_run(out, top1):
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps({"model": "resnet18", "dataset": "embedded", "iterations": 9}))
+    (out / "metrics.json").write_text(json.dumps({
+        "history": {"iteration": [9], "train_error": [50.0], "test_error": [100 - top1]},
+        "final": {"top1": top1, "top5": 95.0}, "classes": [str(i) for i in range(10)], "images_seen": 576}))
+    (out / "model_final.pth").write_bytes(b"")
+
+
+def _job(tmp_path, plan, control_drop: float, top1=None):
+    """A finished job made of run directories in the real layouts: resnet18 AP 30/34/32 over its three pretraining
+    runs, its control `control_drop` below each, the others apart."""
+    top1 = top1 or {"resnet18": 60.0, "plain18": 55.0, "resnet50": 65.0, "resnet34": 62.0}
+    ap = {"resnet18": 30.0, "plain18": 20.0, "resnet50": 40.0, "resnet34": 36.0}
+    stages = plan_stages(plan, tmp_path / "job")
+    for s in stages:
+        if s.kind == "pretrain":
+            _pretraining_run(s.out, top1[s.model] - (30.0 if s.control else 0.0) + s.pretrain_seed)
+    for s in stages:
+        if s.kind == "detect":
+            value = ap[s.model] + 2.0 * s.pretrain_seed - (control_drop if s.control else 0.0)
+            make_run(s.out.parent, s.out.name, s.model, coco={"AP": value, "AP50": value + 20, "AP75": value},
+                     weights=str(s.deps[0] / "model_final.pth"), width=0.25)
+    return stages
+
+
+def _text(res, plan):
+    return " ".join(summary_lines(res, plan, {}, "data") + generated_notes(res, plan))
+
+
+def test_a_called_control_opens_the_family_and_says_so(tmp_path):
+    plan = _plan()
+    res = job_results(_job(tmp_path, plan, control_drop=12.0), plan)
+    assert res.gate is None and res.control.call == "resnet18_frozenbn_pretrained" and res.control.delta == 12.0
+    assert res.control_top1.call == "resnet18"  # 30 points more top-1 error after 1/8 of the pretraining
+    assert "resnet18 frozenbn control" not in _text(res, plan)
+    text = _text(res, plan)
+    assert "Control called (resnet18_frozenbn_pretrained ahead by 12.00 AP" in text
+    assert any(c.call for c in res.comparisons())  # resnet50 vs resnet18: 10 AP apart at sd 2 -- called
+    assert [r.backbone for r in res.leaderboard][:2] == ["resnet50", "resnet34"] and not res.leaderboard[0].not_ranked
+
+
+def test_an_undetectable_control_leaves_every_interval_and_no_ranking_language(tmp_path):
+    """Both sides of the control identical: the job cannot show that it sees a known difference, so nothing is
+    called, the leaderboard keeps the plan's order unranked, and no correlation is computed."""
+    plan = _plan()
+    res = job_results(_job(tmp_path, plan, control_drop=0.0), plan)
+    assert res.control is not None and res.control.call is None
+    assert res.gate.startswith("its positive control was not called")
+    family = res.comparisons()
+    assert family and all(c.call is None and c.interval is not None for c in family)
+    assert all(c.adjustment.gate == res.gate for c in family)
+    text = _text(res, plan)
+    assert "This job cannot rank backbones: its positive control was not called" in text
+    # no call anywhere but the control's pretraining gap (a measured fact about the control, not a ranking)
+    assert text.count(" ahead") == text.count("resnet18 ahead (lower pretraining top-1 error)") == 2
+    assert [r.backbone for r in res.leaderboard] == list(BACKBONES)
+    assert all(r.not_ranked == "the job's positive control was not called" for r in res.leaderboard)
+    assert res.correlation.spearman is None and "positive control was not called" in res.correlation.why_not
+    d = res.to_json()
+    assert d["gate"] == res.gate and all(x["call"] is None and x["mde"] > 0 for x in d["deltas"])
+
+
+def test_a_job_without_a_control_makes_no_calls(tmp_path):
+    plan = _plan(control=None)
+    res = job_results(_job(tmp_path, plan, control_drop=0.0), plan)
+    assert res.control is None and res.gate.startswith("the job ran no positive control")
+    assert all(c.call is None for c in res.comparisons())
+    assert "No ranking: the job ran no positive control" in _text(res, plan)
+
+
+def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_path):
+    """plain18 at 89.5% top-1 error over 10 classes (chance 90%): out of the order, of the backbone comparisons,
+    of residual vs plain and of the correlation -- named in each place."""
+    plan = _plan()
+    top1 = {"resnet18": 60.0, "plain18": 10.5, "resnet50": 65.0, "resnet34": 62.0}  # accuracy 10.5: error 89.5
+    res = job_results(_job(tmp_path, plan, control_drop=12.0, top1=top1), plan)
+    assert res.top1["plain18"].at_chance == ("plain18_p0", "plain18_p1", "plain18_p2")  # 89.5, 88.5, 87.5% > 70%
+    assert not res.top1["resnet18"].at_chance
+    rows = res.leaderboard
+    assert rows[-1].backbone == "plain18" and rows[-1].not_ranked.startswith("pretraining never left chance")
+    assert not any("plain18" in (c.a + c.b) for c in res.comparisons())
+    assert "plain18" in res.correlation.left_out and "plain18" not in res.correlation.backbones

@@ -1,0 +1,72 @@
+"""detection.main_job.pool: the parts of one preset's job as one family, decided under the current rules -- AP, the
+control's gate, nets at chance out -- on the committed results files, through tools/compare_jobs.py --pool and
+RESULTS.md's blocks that cite several files."""
+
+import json
+import shutil
+
+import pytest
+
+from classification.engine.run_files import read_json
+from conftest import REPO, run_tool
+from detection.main_job.pool import PoolError, pool_results
+from detection.main_job.results_doc import regenerate
+
+HALVES = ["results/full_resnet101_2026-12-04_amd.json", "results/full_vgg16_bn_2026-12-06_intel.json"]
+FAMILY = "results/family_2026-12-06_intel.json"
+
+
+def _parts(*names):
+    return [read_json(REPO / n) for n in names], list(names)
+
+
+def test_the_full_presets_halves_are_one_family_of_six_decided_on_ap():
+    parts, names = _parts(*HALVES)
+    pooled = pool_results(parts, names, "full")
+    arms = pooled["arms"]
+    assert len(arms) == 6 and {c["metric"] for c in arms} == {"AP"} and pooled["decided_on"] == "AP"
+    assert all(c["adjustment"]["size"] == 6 for c in arms)
+    assert pooled["family"] == "the full preset's 6 comparisons over 2 part(s)" and pooled["parts"] == HALVES
+    # each half alone adjusted over its own 3: a stricter family of 6 never has a smaller adjusted p
+    alone = {(c["a"], c["b"]): c for n in HALVES for c in pool_results(*_parts(n))["arms"]}
+    assert all(c["adjustment"]["p"] >= alone[(c["a"], c["b"])]["adjustment"]["p"] for c in arms)
+    # written before the control existed: the pooled family makes no call, and says why with every interval kept
+    assert pooled["gate"].endswith("ran no positive control (written before the control existed)")
+    assert all(c["call"] is None and c["interval"] is not None and c["mde"] > 0 for c in arms)
+
+
+def test_a_net_at_chance_is_in_no_pooled_comparison_and_the_rest_keep_theirs():
+    pooled = pool_results(*_parts(FAMILY))
+    sides = {s for c in pooled["deltas"] + pooled["plain_vs_residual"] for s in (c["a"], c["b"])}
+    assert not any("plain34" in s for s in sides) and "resnet18" in sides  # 89.5% error on a 10-way guess
+    row = next(r for r in pooled["leaderboard"] if r["backbone"] == "plain34")
+    assert row["not_ranked"].startswith("pretraining never left chance")
+    assert pooled["correlation"]["spearman"] is None  # behind the gate
+
+
+def test_the_degradation_experiment_passes_no_control_gate():
+    pooled = pool_results(*_parts("results/degradation_2026-12-05_intel.json"))
+    assert pooled["gate"] is None and any(c["call"] for c in pooled["degradation_comparisons"])
+
+
+@pytest.mark.bad_input
+def test_two_runs_of_one_part_are_refused_naming_the_group():
+    parts, names = _parts(HALVES[0], HALVES[0])
+    with pytest.raises(PoolError, match="group resnet101_gn_pretrained is also in results/full_resnet101"):
+        pool_results(parts, names)
+
+
+def test_compare_jobs_pool_writes_the_pooled_results_and_a_block_can_cite_the_parts(tmp_path):
+    out = tmp_path / "pooled.json"
+    proc = run_tool("tools/compare_jobs.py", "--pool", *(REPO / h for h in HALVES), "--output", out, "--preset",
+                    "full", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(out.read_text())["family"] == "the full preset's 6 comparisons over 2 part(s)"
+    for h in HALVES:
+        (tmp_path / "results").mkdir(exist_ok=True)
+        shutil.copy(REPO / h, tmp_path / h)
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text(f"# r\n<!-- results: {' '.join(HALVES)} -->\nstale\n<!-- end results -->\n")
+    text = regenerate(doc)
+    assert "Comparisons (one family: the preset's 6 comparisons over 2 part(s))" in text
+    assert text.count("resnet101_gn_pretrained vs") == 2 and text.count("vgg16_bn_gn_pretrained vs") == 2
