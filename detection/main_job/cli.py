@@ -27,6 +27,7 @@ from ..project import project_files
 from ..report import ReportSection
 from .arms import ARMS
 from .checks import check_arms, check_pretrained_weights_fit
+from .control import control_lines
 from .data import (
     COCO,
     VOC,
@@ -36,7 +37,8 @@ from .data import (
     data_identity,
     record_data_identity,
 )
-from .family import family_sections, given_weights_top1
+from .family import family_sections
+from .given_top1 import given_weights_top1
 from .graph import (
     STOP_REQUESTED,
     Estimator,
@@ -48,15 +50,10 @@ from .graph import (
     submit_graph,
 )
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
+from .leg_configs import paper_config
 from .options import build_parser, plan_from_args
 from .paper_cost import IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
-from .plan import (
-    MainJobPlan,
-    PlanError,
-    Stage,
-    paper_config,
-    plan_stages,
-)
+from .plan import MainJobPlan, PlanError, Stage, plan_stages
 from .resolution import expected_resolution, resolution_lines
 from .results import (
     COMPARED_METRICS,
@@ -416,7 +413,7 @@ def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
 
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
-    from detection.report import strict_json, write_report
+    from detection.report import ReportSection, strict_json, write_report
 
     dataset, manifest = _test_set(plan)
     runs = [s for s in stages if s.kind == "detect"]
@@ -426,7 +423,10 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                                          for m, runs in responses.items()}, given_top1)
     results.data = data_text(plan, manifest)
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
-    lead, family_figures = family_sections(results, out / "report")
+    control = control_lines(results)  # before any table: what the job can call at all
+    lead, family_figures = family_sections(results, out / "report", control)  # the leaderboard opens with it
+    if not lead and control:
+        lead = [ReportSection("Positive control", lines=tuple(control))]
     where = ("the embedded default" + (" (model selection)" if plan.selection else "")
              if plan.detect_data.embedded else plan.detect_data.describe())
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],

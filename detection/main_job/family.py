@@ -11,7 +11,6 @@ plain vs residual at equal depth (Table 2, Fig. 4) and deeper residual nets dete
 from __future__ import annotations
 
 import math
-import os
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -24,12 +23,11 @@ from ..report.comparison import Comparison, Spread, compare, spread
 from ..report.document import fmt
 from ..report.groups import PRETRAINING_RUN, RunGroup, compare_groups
 from .arms import ARMS
-from .plan import PlanError
 
 __all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
            "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
-           "PUBLISHED", "MEASURED", "FILE_METADATA", "TOP1_METRIC", "COST_FIELDS", "untrained_units", "untrained_lines",
-           "LEFT_CHANCE_BY", "NEVER_TRAINED"]
+           "PUBLISHED", "MEASURED", "FILE_METADATA", "published_top1", "TOP1_METRIC", "COST_FIELDS",
+           "untrained_units", "untrained_lines", "LEFT_CHANCE_BY", "NEVER_TRAINED"]
 
 MIN_BACKBONES = 5  # the fewest backbones at which the exact permutation test can reach p < 0.05 (two-sided: the
 #                    smallest p of n backbones is 2 / n!: 0.083 at 4, 0.017 at 5) -- not computed below 5
@@ -412,65 +410,6 @@ def correlation_from_json(d: dict | None) -> Correlation | None:
     return Correlation(**{k: tuple(v) if k.endswith("_interval") and v else v for k, v in d.items()})
 
 
-def given_weights_top1(plan) -> dict[str, Top1]:
-    """The top-1 of each backbone whose weights the job was given: --weights-top1 (published), else the file's
-    metadata (meta.top1), else measured on the embedded val items when the job pretrains on them and the file's
-    classifier has their classes
-    (this project's own checkpoints); a backbone with none of these has no top-1 (left out of the correlation).
-    PlanError naming the file when it cannot be read or rebuilt for the measurement."""
-    published = dict(plan.weights_top1)
-    out = {}
-    for model, path in plan.weights:
-        try:
-            top1 = _given_top1(model, path, published, plan)
-        except (ValueError, RuntimeError, OSError) as err:  # a file the detection legs load, ours cannot rebuild
-            raise PlanError(f"--weights {model}={path}: its top-1 cannot be read or measured ({err}); give it with "
-                            f"--weights-top1 {model}=PERCENT") from None
-        if top1 is not None:
-            out[model] = top1
-    return out
-
-
-def _given_top1(model: str, path: str, published: dict[str, float], plan) -> Top1 | None:
-    """The top-1 of one given file, in given_weights_top1's order of sources; None when none applies."""
-    from backbones.pretrained import read_weights_file
-
-    if model in published:
-        return published_top1(published[model])
-    if (meta := read_weights_file(path).meta.top1) is not None:
-        if meta <= 1.0:  # below any classifier's accuracy worth transferring: written as a fraction
-            raise PlanError(f"meta.top1 {meta:g} is a top-1 accuracy in percent; {meta:g}% looks like a fraction "
-                            f"({meta:.1%}?)")
-        return published_top1(meta, FILE_METADATA)
-    if plan.pretrain_data.embedded and (error := _measure_top1_error(Path(path), plan)) is not None:
-        unit = os.path.realpath(path)  # the detection legs' unit (report.groups.RunGroup.unit_of)
-        return Top1(MEASURED, spread({unit: [error]}, PRETRAINING_RUN), {unit: error})
-    return None
-
-
-def _measure_top1_error(path: Path, plan) -> float | None:
-    """Top-1 error (%) of the file's own classifier on the val items the job's pretraining runs are scored on;
-    None unless the file says its classifier's outputs are those items' classes -- its recorded `classes` (this
-    project's checkpoints), else a training config on the embedded set (checkpoints written before they recorded
-    classes). A 10-class classifier of another dataset scored 89% error here and entered the leaderboard."""
-    from backbones.convert import load_model
-    from backbones.pretrained import read_weights_file
-    from classification.engine.trainer import ClsConfig, build_datasets
-    from classification.evaluate import evaluate
-
-    container = read_weights_file(path).container
-    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
-                                   val_samples=plan.pretrain_val_images, workers=0, output_dir=str(path.parent)))[1]
-    recorded, config = container.get("classes"), container.get("config")
-    if not (list(recorded) == list(val.classes) if isinstance(recorded, list) else
-            isinstance(config, dict) and config.get("dataset") == "embedded"):
-        return None
-    name, _, net = load_model(path)
-    if getattr(net.get_submodule(model_info(name).classifier), "out_features", None) != len(val.classes):
-        return None
-    return 100.0 - evaluate(net, val)["top1"]
-
-
 def untrained_lines(top1: dict[str, Top1]) -> list[str]:
     """The backbones whose pretraining never left chance, named where the job leaves them out."""
     return [f"{m}: pretraining never left chance in {len(t.at_chance)} of {len(t.units)} run(s) (top-1 error not "
@@ -483,9 +422,10 @@ def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
     return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
 
 
-def family_sections(results, report: Path) -> tuple[list, list]:
-    """(lead, later) report sections (results: a JobResults): the leaderboard with the correlation and residual vs
-    plain, placed first; the scatter of top-1 error against AP, placed with the figures."""
+def family_sections(results, report: Path, control: list[str] = ()) -> tuple[list, list]:
+    """(lead, later) report sections (results: a JobResults; control: its control_lines, said first): the
+    leaderboard with the correlation and residual vs plain, placed first; the scatter of top-1 error against AP,
+    placed with the figures."""
     from ..report import ReportSection
     from ..report.plots import ScatterPoint, scatter_plot
 
@@ -503,12 +443,10 @@ def family_sections(results, report: Path) -> tuple[list, list]:
                            caption=f"pretraining top-1 error against detection {CORRELATED_METRIC}, one point per "
                                    "backbone, 95% intervals over its units as error bars, families by marker (the "
                                    "correlation is on accuracy = 100 - error: a positive one falls to the right)")
-    from .control import control_lines
-
     gated = bool(results.gate)
     order = ("in the plan's order, not ranked (the job makes no calls: see the control above)" if gated else
              f"sorted by {CORRELATED_METRIC}, any net that never trained last")
-    lines = (*control_lines(results),
+    lines = (*control,
              f"One row per backbone in the arm {rows[0].arm}, {order}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",

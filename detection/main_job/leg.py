@@ -13,7 +13,7 @@ import torch
 from backbones import create_model
 from backbones.norm import calibrate_frozen_bn
 
-from .plan import leg_config_files
+from .leg_configs import leg_config_files
 
 __all__ = ["DetectionLeg", "build_detection_leg", "PretrainStep", "build_pretrain_step", "seconds_per_step",
            "calibrate_frozen_bn"]

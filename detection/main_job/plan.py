@@ -15,7 +15,6 @@ on `embedded_train_fit`, scored on `embedded_train_holdout` -- schedules are cho
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,22 +25,17 @@ from classification.engine.run_files import FINAL_CHECKPOINT
 
 from ..project import project_files
 from .arms import ARMS
-from .data import COCO, EMBEDDED, VOC, DetectData, PretrainData, folder_train_images
+from .data import COCO, DetectData, PretrainData, folder_train_images
+from .leg_configs import PAPER_IMAGES_PER_GPU, leg_config_files, paper_solver
 
-__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "leg_config_files", "plan_stages", "PlanError",
-           "SCALES", "PAPER_SCALE", "CONTROL_FRACTION", "control_label", "control_pretrain_dir"]
+__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "plan_stages", "PlanError",
+           "SCALES", "PAPER_SCALE", "CONTROL_FRACTION", "pretrain_dir", "pretraining_label", "control_label"]
 
-# The paper's Faster R-CNN config of each detection design (backbones.ModelInfo.detection_design), on COCO; a
-# VOC job reads the file of the same name in PAPER_DATA_FOLDERS[VOC] (Table 7's settings).
-DESIGN_CONFIGS = {"vgg_fc": ("COCO-Detection", "faster_rcnn_vgg16.yaml"),
-                  "C4": ("COCO-Detection", "faster_rcnn_R_101_C4.yaml")}
-PAPER_DATA_FOLDERS = {VOC: "PascalVOC-Detection"}  # else COCO-Detection
 # The scales a job runs at. embedded: every leg at smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px
 # images, nets at the job's width, the job's iteration count) -- what 2 CPU cores can run, on any data; paper: the
 # paper configs as they are (their schedule, image sizes, batch and lr, full width), the linear scaling rule
 # applied to the GPUs a stage gets (Detectron2's SOLVER.REFERENCE_WORLD_SIZE), pretraining with the ImageNet recipe.
 SCALES = ("embedded", "paper")
-PAPER_IMAGES_PER_GPU = 2  # the paper configs' IMS_PER_BATCH 16 is 8 GPUs x 2 images: their reference world size
 
 
 class PlanError(ValueError):
@@ -59,22 +53,6 @@ def _trainer_option_args(options: dict) -> list[str]:
     for key, value in options.items():
         out += [f"--{key.replace('_', '-')}", *(map(str, value) if isinstance(value, tuple) else [str(value)])]
     return out
-
-
-def paper_config(model: str, data_format: str = EMBEDDED) -> Path:
-    """The paper config of the backbone's detection design: COCO-Detection/*.yaml, or its PascalVOC-Detection
-    namesake for VOC data."""
-    folder, name = DESIGN_CONFIGS[model_info(model).detection_design]
-    return project_files().config(PAPER_DATA_FOLDERS.get(data_format, folder), name)
-
-
-def leg_config_files(model: str, *, arm: str, scale: str = "embedded", data_format: str = EMBEDDED) -> list[str]:
-    """The config files of a main-job detection leg: the paper config of the backbone's design (for the data's
-    format), the smoke overlay at embedded scale, and the arm's overlay (norm and frozen stages; the one
-    definition: the job, its estimates, the benchmarks)."""
-    files = project_files()
-    smoke = [str(files.config("Embedded-Detection", "smoke.yaml"))] if scale == "embedded" else []
-    return [str(paper_config(model, data_format)), *smoke, str(files.config("Embedded-Detection", ARMS[arm].overlay))]
 
 
 @dataclass(frozen=True)
@@ -257,16 +235,18 @@ class MainJobPlan:
                 f"lr {s['lr']:g} (x0.1 at {cuts}){warmup}, "
                 + ("pre-activation units" if self.degradation_preact else "the paper's 2015 units"))
 
-    def detect_iterations_of(self, arm: str, model: str) -> int:
+    def detect_iterations_of(self, arm: str, model: str, fraction: float = 1.0) -> int:
         """Iterations a leg runs: the job's count times the arm's schedule; at paper scale the config's MAX_ITER
         times the arm's schedule, as Detectron2 rescales it for the leg's GPUs (DefaultTrainer.auto_scale_workers:
         iterations / (GPUs / reference world size))."""
         if self.scale == "embedded":
-            return self.detect_iterations * ARMS[arm].schedule
-        max_iter, _, ims = _paper_solver(tuple(leg_config_files(model, arm=arm, scale=self.scale,
+            n = self.detect_iterations * ARMS[arm].schedule
+            # a shortened schedule keeps 2 iterations: Detectron2's lr schedule needs more updates than its 1 value
+            return n if fraction == 1.0 else max(2, round(n * fraction))
+        max_iter, _, ims = paper_solver(tuple(leg_config_files(model, arm=arm, scale=self.scale,
                                                                 data_format=self.detect_data.format)))
         reference = ims // PAPER_IMAGES_PER_GPU
-        return int(round(max_iter * ARMS[arm].schedule / (self.processes() / reference)))
+        return int(round(max_iter * ARMS[arm].schedule * fraction / (self.processes() / reference)))
 
     def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path,
                     fraction: float = 1.0) -> list[str]:
@@ -282,7 +262,7 @@ class MainJobPlan:
         resolves."""
         configs = leg_config_files(model, arm=arm, scale=self.scale, data_format=self.detect_data.format)
         if self.scale == "embedded":
-            n = max(1, round(self.detect_iterations_of(arm, model) * fraction))
+            n = self.detect_iterations_of(arm, model, fraction)
             schedule = ["SOLVER.MAX_ITER", str(n), "SOLVER.STEPS", f"({max(1, int(0.8 * n))},)",
                         "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one:
                         "SOLVER.CHECKPOINT_PERIOD",  # the same warm-up in every arm (not in a longer arm's factor)
@@ -294,20 +274,11 @@ class MainJobPlan:
                          *self.detect_data.overrides(self.selection)]
 
 
-@functools.lru_cache(maxsize=32)
-def _paper_solver(configs: tuple[str, ...]) -> tuple[int, tuple[int, ...], int]:
-    """(MAX_ITER, STEPS, IMS_PER_BATCH) the config files resolve to."""
-    from ..config import get_detection_cfg
-
-    solver = get_detection_cfg(list(configs), [], read_weights=False).SOLVER
-    return solver.MAX_ITER, tuple(solver.STEPS), solver.IMS_PER_BATCH
-
-
 def _paper_schedule(configs: tuple[str, ...], multiple: float) -> list[str]:
     """A paper-scale leg's solver overrides: the config's schedule times the arm's multiple, and the config's
     reference world size (IMS_PER_BATCH / 2 images a GPU), from which Detectron2 applies the linear scaling rule
     -- batch and lr in proportion to the GPUs a leg gets, iterations and steps inversely."""
-    max_iter, steps, ims = _paper_solver(configs)
+    max_iter, steps, ims = paper_solver(configs)
     if ims % PAPER_IMAGES_PER_GPU:
         raise PlanError(f"{configs[0]}: SOLVER.IMS_PER_BATCH {ims} is not {PAPER_IMAGES_PER_GPU} images a GPU")
     return ["SOLVER.MAX_ITER", str(max(1, round(max_iter * multiple))),
@@ -493,7 +464,7 @@ def _control_legs(plan: MainJobPlan, out: Path) -> list[Stage]:
     model, group = plan.backbones[0], control_label(plan.backbones[0], arm)
     if plan.control_kind() == "fine-tuning":
         weights = plan.weights_of(model)
-        n = max(1, round(plan.detect_iterations_of(arm, model) * plan.control))
+        n = plan.detect_iterations_of(arm, model, plan.control)
         return [Stage(title=f"positive control: Faster R-CNN {model}, {arm}, from {weights} for {plan.control:g} of "
                             f"the schedule, detection seed {ds}", out=(d := out / "detect" / f"{group}_given_d{ds}"),
                       argv=plan.detect_args(model, arm, weights, ds, d, plan.control), kind="detect", model=model,

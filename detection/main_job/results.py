@@ -334,7 +334,7 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)} (AP@[.5:.95], the "
                  f"paper's COCO metric), declared before the job ran; {' and '.join(SECONDARY_METRICS)} are "
                  "secondary: in the tables with intervals, never called (AP50 saturates on the embedded scenes).")
-    notes += control_lines(results) + [f"{ln}." for ln in untrained_lines(results.top1)]
+    notes += [f"{ln}." for ln in untrained_lines(results.top1)]  # the control: the report's first section
     notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
     notes += [f"{c.a} vs {c.b}: the interval mixes units ({c.unit_a}s vs {c.unit_b}s): the side of a given "
               "checkpoint leaves its pretraining variance out" for c in results.comparisons()

@@ -134,8 +134,9 @@ def test_an_undetectable_control_leaves_every_interval_and_no_ranking_language(t
     assert all(c.adjustment.gate == res.gate for c in family)
     text = _text(res, plan)
     assert "This job cannot rank backbones: its positive control was not called" in text
-    # no call anywhere but the control's pretraining gap (a measured fact about the control, not a ranking)
-    assert text.count(" ahead") == text.count("resnet18 ahead (lower pretraining top-1 error)") == 2
+    # no call anywhere but the control's pretraining gap (a measured fact about the control, not a ranking; the
+    # summary says it, the report's first section too: generated_notes leave it to that section)
+    assert text.count(" ahead") == text.count("resnet18 ahead (lower pretraining top-1 error)") == 1
     assert [r.backbone for r in res.leaderboard] == list(BACKBONES)
     assert all(r.not_ranked == "the job's positive control was not called" for r in res.leaderboard)
     assert res.correlation.spearman is None and "positive control was not called" in res.correlation.why_not
@@ -163,3 +164,31 @@ def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_p
     assert rows[-1].backbone == "plain18" and rows[-1].not_ranked.startswith("pretraining never left chance")
     assert not any("plain18" in (c.a + c.b) for c in res.comparisons())
     assert "plain18" in res.correlation.left_out and "plain18" not in res.correlation.backbones
+
+
+def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_units():
+    """--dry-run's expected MDE: each pair the family preset's committed job compared, at the plan's units and the
+    family's strictest Holm level; the units a target needs reach it, one fewer does not."""
+    from dataclasses import replace
+
+    from conftest import REPO
+    from detection.main_job.resolution import expected_resolution, resolution_lines
+    from detection.report.comparison import detectable
+
+    plan = replace(MainJobPlan(), **PRESETS["family"])
+    stages = plan_stages(plan, REPO / "output" / "never_written")
+    r = expected_resolution(plan, stages, "family", "AP", 2.0, REPO)
+    assert r.sources == ["results/family_2026-12-06_intel.json"] and r.family_size == len(r.expected) == 7
+    assert r.alpha == pytest.approx(0.05 / 7)
+    e = r.expected[0]
+    assert (e.a, e.b, e.units) == ("vgg11_bn_frozenbn_pretrained", "vgg16_bn_frozenbn_pretrained", (3, 3))
+    results = json.loads((REPO / r.sources[0]).read_text())
+    var = {g["name"]: __import__("statistics").variance([sum(v) / len(v) for v in g["values"]["AP"].values()])
+           for g in results["groups"]}
+    terms = lambda k: [(1.0, var[e.a], k), (-1.0, var[e.b], k)]  # noqa: E731
+    assert e.mde == pytest.approx(detectable(terms(3), r.alpha))
+    assert detectable(terms(e.units_for_target), r.alpha) <= 2.0 < detectable(terms(e.units_for_target - 1), r.alpha)
+    more = expected_resolution(replace(plan, pretrain_seeds=tuple(range(6))), stages, "family", "AP", 2.0, REPO)
+    assert more.expected[0].mde < e.mde  # more units, finer resolution
+    assert "an MDE of 2 needs" in "\n".join(resolution_lines(r, "family"))
+    assert expected_resolution(plan, stages, "paper", "AP", 2.0, REPO) is None  # no finished paper job

@@ -225,7 +225,8 @@ def test_top1_of_given_weights_comes_from_the_option_then_the_file_then_a_measur
     from backbones import create_model, save_pretrained
     from backbones.weight_formats import MetadataError
     from classification.engine.trainer import ClsConfig, build_datasets
-    from detection.main_job.family import FILE_METADATA, given_weights_top1
+    from detection.main_job.family import FILE_METADATA
+    from detection.main_job.given_top1 import given_weights_top1
 
     classes = build_datasets(ClsConfig(dataset="embedded", train_samples=1, val_samples=8, workers=0,
                                        output_dir=str(tmp_path)))[1].classes

@@ -11,12 +11,11 @@ import torch
 from conftest import REPO, run_tool
 from detection.main_job.checks import check_arms, validate_plan
 from detection.main_job.cli import build_parser, plan_from_args
+from detection.main_job.leg_configs import leg_config_files, paper_config
 from detection.main_job.plan import (
     PRESETS,
     MainJobPlan,
     PlanError,
-    leg_config_files,
-    paper_config,
     plan_stages,
 )
 from detection.project import ENV_VAR, ProjectFilesNotFound, project_files

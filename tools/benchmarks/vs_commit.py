@@ -140,7 +140,7 @@ def bench_main_job_detect_vs_commit(repeats: int, iterations: int = 5, commit: s
     `work_dir`/trees, default output/benchmark of the checkout) against this tree, each side a LegWorker, 3 x
     `repeats` alternating rounds of `iterations` iterations."""
     from detection.engine.code_version import code_version
-    from detection.main_job.plan import leg_config_files
+    from detection.main_job.leg_configs import leg_config_files
 
     repo = checkout().root
     threads = torch.get_num_threads()
