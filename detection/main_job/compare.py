@@ -7,7 +7,9 @@ is named rather than passed off as noise -- and so is every stage that starts fr
 pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from
 each job's results.json (its per-unit values) with the one statistic every comparison uses
 (report.comparison): a call only when the interval over the pretraining runs, Holm-adjusted over the job's family
-(every comparison its results.json lists), excludes 0.
+(every comparison its results.json lists), excludes 0 -- and behind the job's gate when it recorded one (its
+positive control not called). Each job is re-decided as it decided itself (its metric, its gate or none): the
+question here is whether a rerun reproduces a verdict. Deciding old jobs under today's rules is pool.py's.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ recipe in the ranking arm. More pretraining transfers better: a known order. A b
 seed: a known order too, which checks what the job can resolve (its seeds, its test set), not the pretraining.
 
 The job tests the control first, on its own 95% interval; only when it calls the full budget ahead does the family
-make calls (fixed-sequence gatekeeping, report.comparison.gated), so a "no call" of a job that passed its control is
-a statement about the backbones, and a job that cannot see the known difference says so instead of ranking.
+make calls (fixed-sequence gatekeeping, report.comparison.gated). A passed control shows the job resolves a
+difference the size of the control's, no finer: each no-call of the family is read with its own MDE; a job that
+cannot see the known difference says so instead of ranking.
 
 `control_results` fills the control's fields of a JobResults; `control_lines` is how the summary, the notes and
 the report's ranking section say it (one text, three places)."""
@@ -18,7 +19,7 @@ from classification.engine.run_files import read_classification_run
 from ..report.comparison import spread
 from ..report.groups import PRETRAINING_RUN, compare_groups
 from .arms import ARMS
-from .family import compare_top1
+from .family import compare_top1, untrained_units
 from .plan import MainJobPlan, Stage, control_label, group_label, pretraining_label
 
 __all__ = ["NO_CONTROL", "control_results", "control_lines"]
@@ -30,8 +31,8 @@ NO_CONTROL = ("the job ran no positive control (--no-control, or a preset withou
 def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict, metric: str) -> None:
     """The control's comparisons on `metric` and the gate it sets on out's family (out: a JobResults)."""
     arm = plan.control_arm()
-    if arm is None:
-        out.gate = NO_CONTROL
+    if arm is None:  # a job with transfer legs and no control calls none of them; a degradation job has none
+        out.gate = NO_CONTROL if plan.backbones and plan.arms else None
         return
     model, norm = plan.backbones[0], ARMS[arm].pretrain_norm
     out.control_fraction, out.control_kind = plan.control, plan.control_kind()
@@ -39,11 +40,13 @@ def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict,
     if full and weak:
         out.control = compare_groups(full, weak, metric)
     errors: dict[bool, dict[str, float]] = {False: {}, True: {}}
+    chance = {}
     for s in stages:
         if s.kind == "pretrain" and s.model == model and s.variant == norm:
             run = read_classification_run(s.out)
             if run.finished:
-                errors[s.control][s.out.name] = run.top1_error
+                errors[s.control][s.out.name], chance[s.out.name] = run.top1_error, run.chance_error
+    out.control_at_chance = list(untrained_units(errors[True], chance))
     if errors[True]:
         out.pretraining[f"{pretraining_label(model, norm)} control"] = spread(
             {u: [e] for u, e in errors[True].items()}, PRETRAINING_RUN)
@@ -67,6 +70,9 @@ def control_lines(results) -> list[str]:
     lines = [f"{head}: {c.describe()}" if c is not None else f"{head}: no result"]
     if results.control_top1 is not None:
         lines.append(f"Its pretraining gap: {results.control_top1.describe()}")
+    if results.control_at_chance:
+        lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): passing "
+                     "it shows the job tells a trained backbone from an untrained one, nothing finer.")
     if results.gate:
         lines.append(f"This job cannot rank backbones: {results.gate}. Every comparison below is shown with its "
                      "interval and makes no call.")

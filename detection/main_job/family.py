@@ -27,7 +27,7 @@ from .arms import ARMS
 __all__ = ["Top1", "LeaderboardRow", "Correlation", "leaderboard_arm", "leaderboard", "transfer_correlation",
            "plain_residual_pairs", "plain_vs_residual", "spearman", "kendall", "MIN_BACKBONES", "RESAMPLES",
            "PUBLISHED", "MEASURED", "FILE_METADATA", "published_top1", "TOP1_METRIC", "COST_FIELDS",
-           "untrained_units", "untrained_lines", "LEFT_CHANCE_BY", "NEVER_TRAINED"]
+           "untrained_units", "LEFT_CHANCE_BY", "NEVER_TRAINED"]
 
 MIN_BACKBONES = 5  # the fewest backbones at which the exact permutation test can reach p < 0.05 (two-sided: the
 #                    smallest p of n backbones is 2 / n!: 0.083 at 4, 0.017 at 5) -- not computed below 5
@@ -378,7 +378,8 @@ def correlation_text(c: Correlation | None) -> str:
     interval = (lambda ci: f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
     kendall = "—" if c.kendall is None else f"{c.kendall:+.2f}"
     test = ("" if c.p_permutation is None else
-            f" Over the {len(c.backbones)} backbones as the unit, an exact permutation test of Spearman's rho gives "
+            f" Over the {len(c.backbones)} backbones as the unit, a permutation test of Spearman's rho (exact up to 8 "
+            f"backbones, 9,999 seeded resamples beyond) gives "
             f"p {c.p_permutation:.3g} (two-sided): " + ("an association at 0.05." if c.p_permutation < 0.05 else
                                                         "no association established at 0.05."))
     return (f"Accuracy vs transfer over {len(c.backbones)} backbones ({', '.join(c.backbones)}; top-1 {c.source}): "
@@ -410,13 +411,6 @@ def correlation_from_json(d: dict | None) -> Correlation | None:
     return Correlation(**{k: tuple(v) if k.endswith("_interval") and v else v for k, v in d.items()})
 
 
-def untrained_lines(top1: dict[str, Top1]) -> list[str]:
-    """The backbones whose pretraining never left chance, named where the job leaves them out."""
-    return [f"{m}: pretraining never left chance in {len(t.at_chance)} of {len(t.units)} run(s) (top-1 error not "
-            f"{LEFT_CHANCE_BY:g} points below a guess's): a failed recipe, not compared with other backbones and "
-            "not ranked" for m, t in top1.items() if t.at_chance]
-
-
 def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
     """Residual vs plain at each depth as the report and the summary print them (calls of the job's family)."""
     return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
@@ -436,7 +430,8 @@ def family_sections(results, report: Path, control: list[str] = ()) -> tuple[lis
     points = [ScatterPoint(r.backbone + ("" if r.top1_source == MEASURED else f" ({r.top1_source})"), r.family,
                            r.top1_error.mean, r.metrics[CORRELATED_METRIC].mean, r.top1_error.interval,
                            r.metrics[CORRELATED_METRIC].interval)
-              for r in rows if r.top1_error is not None and CORRELATED_METRIC in r.metrics]
+              for r in rows if r.top1_error is not None and CORRELATED_METRIC in r.metrics
+              and not r.not_ranked.startswith(NEVER_TRAINED)]  # as the correlation: a net that never trained is out
     figures = scatter_plot(points, report, "transfer_scatter.png", xlabel="pretraining top-1 error (%)",
                            ylabel=f"detection {CORRELATED_METRIC}",
                            title=f"Does pretraining accuracy predict transfer? ({rows[0].arm})",

@@ -205,6 +205,9 @@ def plan_from_args(args) -> MainJobPlan:
                             "would pretrain on it")
         plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
+    if args.control is not None and plan.control_arm() is None:  # never ignored: there is nothing to control
+        raise PlanError(f"--control {args.control:g}: the plan has no pretrained arm of a backbone to control "
+                        f"(--arms {' '.join(plan.arms) or '(none)'}); leave it out")
     return plan
 
 

@@ -28,7 +28,8 @@ from .results import COMPARED_METRICS, DEGRADATION_FIELDS
 __all__ = ["pool_results", "pool_parts", "PoolError"]
 
 GROUP_KINDS = ("arms", "gains", "deltas", "plain_vs_residual")  # comparisons between detection groups
-MERGED = ("pretraining", "pretraining_images", "factors", "differences", "unfair", "layer_responses", "top1")
+MERGED = ("pretraining", "pretraining_images", "factors", "differences", "unfair", "layer_responses", "top1",
+          "at_chance", "not_compared")
 CONCATENATED = ("groups", "degradation", "interaction_terms", "leaderboard")
 
 
@@ -37,8 +38,9 @@ class PoolError(ValueError):
 
 
 def _untrained(res: dict) -> set[str]:
-    """The backbones whose pretraining never left chance: recorded (at_chance), else read at a 10-way guess."""
-    out = set()
+    """The backbones whose pretraining never left chance: recorded (the job's at_chance per "backbone norm", a
+    top-1's at_chance), else read at a 10-way guess."""
+    out = {label.split(" ")[0] for label, units in (res.get("at_chance") or {}).items() if units}
     for model, t in (res.get("top1") or {}).items():
         if not isinstance(t, dict):
             continue
@@ -75,13 +77,24 @@ def _merge(parts: list[dict], names: list[str]) -> tuple[dict, dict[str, list[st
     return pooled, origin
 
 
-def _gate(parts: list[dict], names: list[str]) -> str | None:
+def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) -> tuple[list, str | None]:
+    """(each part's control recomputed from its groups' per-unit values on `metric`, the pooled family's gate): a
+    part whose control is not called -- or that ran none -- closes the family."""
+    controls, gate = [], None
     for res, name in zip(parts, names):
-        if "gate" not in res:  # written before the control existed
-            return f"{name} ran no positive control (written before the control existed)"
-        if res["gate"]:
-            return f"{name}: {res['gate']}"
-    return None
+        d = res.get("control")
+        if isinstance(d, dict) and {"a", "b"} <= set(d):
+            c = recomputed(pooled, "deltas", 0, {**d, "metric": metric})
+            if c is None:
+                raise RunFileError(f"{name}: its control {d['a']} vs {d['b']} has no per-unit {metric} values in it")
+            controls.append((name, c))
+            why = None if c.call == c.a else f"{name}: its positive control was not called"
+        elif "gate" not in res:  # written before the control existed
+            why = f"{name} ran no positive control (written before the control existed)"
+        else:
+            why = res["gate"] and f"{name}: {res['gate']}"
+        gate = gate or why
+    return controls, gate
 
 
 def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
@@ -104,7 +117,8 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
                 raise RunFileError(f"{origin[kind][i]}: {kind} lists {d['a']} vs {d['b']}, whose per-unit "
                                    f"{d['metric']} values are not in it: it cannot be decided from the file")
             keyed.append((kind, c))
-    gate = _gate(parts, names) if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # degradation: none
+    controls, gate = _controls(pooled, parts, names, metric)
+    gate = gate if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # degradation: no control gates it
     family = f"the {preset + ' ' if preset else ''}preset's {len(keyed)} comparisons over {len(parts)} part(s)"
     adjusted = adjust([c for _, c in keyed], family)
     for kind in COMPARISON_KINDS:
@@ -112,7 +126,9 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
     for (kind, _), c in zip(keyed, adjusted):
         c = gated([c], gate)[0] if gate and kind not in DEGRADATION_FIELDS else c
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
-    pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric}
+    pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
+               "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name} for name, c in controls]}
+    pooled.pop("control", None)
     _rank(pooled, untrained, gate)
     return pooled
 

@@ -3,9 +3,10 @@ the unit spreads of the last finished jobs of that preset (results/<preset>_*.js
 the units the plan gives, and how many units a target MDE would need -- what `tools/main_job.py --dry-run` prints.
 
 The comparisons are those the earlier jobs made between groups the plan makes again (their names are the plan's
-group labels), on the metric the job decides on now; the level is the family's strictest Holm step, 0.05 / m over
-the m comparisons those jobs made together (the first comparison tested needs that much; later steps need less). An
-estimate: the spreads come from 2-3 units, so the MDE itself is uncertain by a factor of ~2 either way."""
+group labels), on the metric the job decides on now; the level is the family's strictest Holm step, 0.05 / m, m the
+size of the families those jobs adjusted (their top-1 and degradation comparisons included), summed over a preset's
+parts -- one family, as pool.py decides them (the first comparison tested needs that much; later steps need less).
+An estimate: the spreads come from 2-3 units, so the MDE itself is uncertain by a factor of ~2 either way."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .plan import MainJobPlan, Stage
 __all__ = ["Expected", "Resolution", "expected_resolution", "resolution_lines"]
 
 GROUP_KINDS = ("arms", "deltas", "plain_vs_residual")  # results.json's lists of comparisons between detection groups
+ALL_KINDS = (*GROUP_KINDS, "gains", "degradation_comparisons", "interactions", "layer_response_comparisons")
 _DATED = re.compile(r"_(\d{4}-\d{2}-\d{2})_[A-Za-z0-9]+\.json$")
 
 
@@ -63,7 +65,7 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
     planned = {s.group for s in stages if s.kind == "detect"}
     groups: dict[str, dict] = {}
     pairs: dict[tuple[str, str], None] = {}
-    sources = []
+    sources, family = [], 0
     for path in _preset_files(root, preset):
         res = read_json(path)
         if not isinstance(res, dict) or not isinstance(res.get("groups"), list):
@@ -74,9 +76,12 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
             sources.append(str(path.relative_to(root)))
             groups |= {g["name"]: g for g in res["groups"] if isinstance(g, dict) and g.get("name") in planned}
             pairs |= dict.fromkeys(kept)
+            family += max((d["adjustment"].get("size") or 0 for k in ALL_KINDS for d in res.get(k) or []
+                           if isinstance(d, dict) and isinstance(d.get("adjustment"), dict)), default=len(kept))
     if not pairs:
         return None
-    alpha = 0.05 / len(pairs)
+    family = max(family, len(pairs))
+    alpha = 0.05 / family
     units = {PRETRAINING_RUN: len(plan.pretrain_seeds), "run": len(plan.scratch_seeds),
              FINE_TUNING_RUN: len(plan.detect_seeds)}
     out = []
@@ -90,7 +95,7 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
         va, vb = statistics.variance(ma), statistics.variance(mb)
         mde = detectable([(1.0, va, na), (-1.0, vb, nb)], alpha) if min(na, nb) >= 2 else None
         out.append(Expected(a, b, metric, (na, nb), mde, units_for([(1.0, va, 2), (-1.0, vb, 2)], target, alpha)))
-    return Resolution(sources, len(pairs), alpha, target, out)
+    return Resolution(sources, family, alpha, target, out)
 
 
 def resolution_lines(r: Resolution | None, preset: str) -> list[str]:

@@ -28,6 +28,7 @@ from .degradation_results import (
     pm,
 )
 from .family import (
+    LEFT_CHANCE_BY,
     Correlation,
     LeaderboardRow,
     Top1,
@@ -39,7 +40,7 @@ from .family import (
     plain_vs_residual,
     plain_vs_residual_lines,
     transfer_correlation,
-    untrained_lines,
+    untrained_units,
 )
 from .plan import MainJobPlan, Stage, group_label, pretraining_label
 
@@ -53,6 +54,7 @@ DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 # 8). AP50 and AP75 are secondary, declared so here: in the tables as means with intervals, never in the family --
 # AP50 saturates on the embedded scenes (87-93 for every pretrained leg of the family preset, where AP spreads
 # 50-62), and each metric compared is one more member of the Holm family, so a second one would cost every call power.
+# On VOC data too (the paper's Table 7 reports mAP@0.5, which the tables give as AP50 beside it).
 COMPARED_METRICS = ("AP",)
 SECONDARY_METRICS = ("AP50", "AP75")
 # JobResults' lists of comparisons, in the order the job prints them (its one Holm family)
@@ -80,6 +82,9 @@ class GroupResult:
 class JobResults:
     pretraining: dict[str, Spread] = field(default_factory=dict)  # "backbone norm" -> val top-1 error (%) over seeds
     pretraining_images: dict[str, int] = field(default_factory=dict)  # "backbone norm" -> images seen by one run
+    at_chance: dict[str, list[str]] = field(default_factory=dict)  # "backbone norm" -> its pretraining runs that
+    #   never left chance (family.untrained_units): that pretrained backbone is in no comparison, and named
+    not_compared: dict[str, str] = field(default_factory=dict)  # "A vs B" (arms of one backbone) -> why not
     groups: list[GroupResult] = field(default_factory=list)
     arms: list[Comparison] = field(default_factory=list)  # arm vs arm of one backbone (arms.ARM_COMPARISONS)
     factors: dict[str, str] = field(default_factory=dict)  # "A vs B" -> the factor the arms' comparison names
@@ -110,7 +115,17 @@ class JobResults:
     control_top1: Comparison | None = None
     control_fraction: float | None = None
     control_kind: str | None = None  # what the control shortened (plan.control_kind): "pretraining" / "fine-tuning"
+    control_at_chance: list[str] = field(default_factory=list)  # control pretraining runs that never left chance
     gate: str | None = None
+
+    def never_trained(self, backbone: str, arm: str) -> bool:
+        """Whether the backbone's pretraining for `arm` (its norm) never left chance in some run; False for a
+        scratch arm and for weights the job was given (their top-1's at_chance)."""
+        if arm not in ARMS or not ARMS[arm].pretrained:
+            return False
+        top1 = self.top1.get(backbone)
+        return bool(self.at_chance.get(pretraining_label(backbone, ARMS[arm].pretrain_norm))
+                    or top1 is not None and top1.at_chance)
 
     def group(self, backbone: str, arm: str) -> GroupResult | None:
         return next((g for g in self.groups if g.backbone == backbone and g.arm == arm), None)
@@ -142,6 +157,9 @@ class JobResults:
         for key in COMPARISON_FIELDS:
             for c, d in zip(getattr(self, key), out[key]):
                 d["call"], d["mde"] = c.call, c.mde
+        for key in ("control", "control_top1"):
+            if getattr(self, key) is not None:
+                out[key] |= {"call": getattr(self, key).call, "mde": getattr(self, key).mde}
         return out
 
 
@@ -160,8 +178,8 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
     _arm_comparisons(out, plan, by_label)
     control_results(out, stages, plan, by_label, COMPARED_METRICS[0])
     pairs = {frozenset(p) for p in plain_residual_pairs(plan.backbones)} if board_arm else set()
-    untrained = {m for m, t in out.top1.items() if t.at_chance}  # never left chance: named, never compared
     for arm in (a for a in (PRIMARY_ARM, PAPER_ARM) if a in plan.arms):
+        untrained = {m for m in plan.backbones if out.never_trained(m, arm)}  # named, never compared
         base = by_label.get(group_label(plan.backbones[0], arm)) if plan.backbones[0] not in untrained else None
         for model in plan.backbones[1:]:
             if arm == board_arm and frozenset((model, plan.backbones[0])) in pairs or model in untrained:
@@ -192,6 +210,9 @@ def _pretraining(out: JobResults, stages: list[Stage], plan: MainJobPlan, board_
                         images.add(run.images_seen)
                         chance[s.out.name] = run.chance_error
             st = spread(errors, PRETRAINING_RUN)
+            stuck = untrained_units({u: v for u, (v,) in errors.items()}, chance)
+            if stuck:
+                out.at_chance[pretraining_label(model, norm)] = list(stuck)
             if st is not None:
                 out.pretraining[pretraining_label(model, norm)] = st
                 if board_arm and norm == ARMS[board_arm].pretrain_norm:
@@ -224,7 +245,12 @@ def _arm_comparisons(out: JobResults, plan: MainJobPlan, by_label: dict) -> None
         for arms in arm_comparisons(plan.arms):
             ga, gb = by_label.get(group_label(model, arms.a)), by_label.get(group_label(model, arms.b))
             if ga and gb:
-                out.arms += [c for k in COMPARED_METRICS for c in [compare_groups(ga, gb, k)] if c is not None]
+                stuck = [a for a in (arms.a, arms.b) if out.never_trained(model, a)]
+                if stuck:  # a failed pretraining says nothing about the factor: named, not compared
+                    out.not_compared[f"{ga.name} vs {gb.name}"] = (
+                        f"{model}'s {ARMS[stuck[0]].pretrain_norm} pretraining never left chance")
+                else:
+                    out.arms += [c for k in COMPARED_METRICS for c in [compare_groups(ga, gb, k)] if c is not None]
                 out.differences[f"{ga.name} vs {gb.name}"] = differing_keys([ga, gb])  # the runs' saved configs
                 out.factors[f"{ga.name} vs {gb.name}"] = arms.factor
                 extra = unfair_keys(out.differences[f"{ga.name} vs {gb.name}"], arms)
@@ -295,9 +321,11 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
             b, w = ap50.sd_between, ap50.sd_within
             lines.append(f"  {'':<30} AP50 sd between pretraining seeds {'—' if b is None else f'{b:.1f}'}, "
                          f"within a pretraining seed (detection seeds) {'—' if w is None else f'{w:.1f}'}")
-    lines += [f"  {ln}" for ln in control_lines(results) + untrained_lines(results.top1)]
+    lines += [f"  {ln}" for ln in control_lines(results) + untrained_lines(results)]
     for c in results.arms:
         lines.append(f"  {c.a} vs {c.b} ({results.factors.get(f'{c.a} vs {c.b}', '')}): {c.describe(1)}")
+    lines += [f"  {key} ({results.factors.get(key, '')}): not compared ({why})"
+              for key, why in results.not_compared.items()]
     for c in results.deltas:
         lines.append(f"  {c.a} vs {c.b}: {c.describe()}")
     lines += [f"  {ln}" for ln in plain_vs_residual_lines(results.plain_vs_residual)]
@@ -314,6 +342,13 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
                      "errors over seeds):")
         lines += [f"  {ln}" for ln in degradation_lines(results)]
     return lines
+
+
+def untrained_lines(results: JobResults) -> list[str]:
+    """The pretrained backbones whose pretraining never left chance, named where the job leaves them out."""
+    return [f"{label}: pretraining never left chance in {len(units)} of {results.pretraining[label].units} run(s) "
+            f"(top-1 error not {LEFT_CHANCE_BY:g} points below a guess's): a failed recipe, in no comparison and not "
+            "ranked" for label, units in results.at_chance.items() if label in results.pretraining]
 
 
 def given_unit_text(g: GroupResult) -> str:
@@ -334,7 +369,7 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)} (AP@[.5:.95], the "
                  f"paper's COCO metric), declared before the job ran; {' and '.join(SECONDARY_METRICS)} are "
                  "secondary: in the tables with intervals, never called (AP50 saturates on the embedded scenes).")
-    notes += [f"{ln}." for ln in untrained_lines(results.top1)]  # the control: the report's first section
+    notes += [f"{ln}." for ln in untrained_lines(results)]  # the control: the report's first section
     notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
     notes += [f"{c.a} vs {c.b}: the interval mixes units ({c.unit_a}s vs {c.unit_b}s): the side of a given "
               "checkpoint leaves its pretraining variance out" for c in results.comparisons()
@@ -403,10 +438,14 @@ def _arm_notes(results: JobResults) -> list[str]:
         elif c.call is not None:
             ahead, by = (c.a, c.delta) if c.call == c.a else (c.b, -c.delta)
             notes.append(f"{head}: {ahead} ahead by {by:.1f} {c.metric} ({c.describe(1)}); {differs}.")
-        elif c.interval is None:  # e.g. one scratch run: P(A > B) describes the units, nothing is called
-            notes.append(f"{head}: {c.describe(1)}; {differs}.")
+        elif c.interval is None or c.adjustment is not None and c.adjustment.gate:  # one scratch run, or a job
+            notes.append(f"{head}: {c.describe(1)}; {differs}.")  # whose control failed: nothing is called
         else:
             notes.append(f"{head}: {c.describe(1)}: no difference is established; {differs}.")
+    for key, why in results.not_compared.items():
+        a = key.split(" vs ")[0]
+        notes.append(f"{backbone.get(a, a)}, {key} (the factor: {results.factors.get(key, '—')}): not compared "
+                     f"({why}); {what_differs(results.differences.get(key, {}))}.")
     return notes
 
 

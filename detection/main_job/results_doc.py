@@ -114,6 +114,11 @@ def render(results: dict, where: str = "results") -> str:
         units = _get(stat, "units", int, f"{where}.pretraining.{label}", 0)
         lines.append(f"- pretraining {_md(label)}: val top-1 error {_mean_ci(stat, f'{where}.pretraining.{label}')}% "
                      f"over {units} run(s)")
+    for label, units in _get(results, "at_chance", dict, where, {}).items():
+        n = len(units) if isinstance(units, list) else "?"
+        lines.append(f"- pretraining {_md(label)}: never left chance in {n} run(s): in no comparison, not ranked")
+    for key, why in _get(results, "not_compared", dict, where, {}).items():
+        lines.append(f"- not compared: {_md(key)} ({_md(why)})")
     return "\n".join(lines + _degradation_and_comparison_lines(results, where)).strip() + "\n"
 
 
@@ -121,8 +126,10 @@ def _control_lines(results: dict, where: str) -> list[str]:
     """The positive control's comparison and the gate, before anything it decides."""
     lines = []
     control = _get(results, "control", dict, where)
-    if control:
-        lines.append(f"Positive control: {_comparison_text(control, f'{where}.control')}")
+    controls = _get(results, "controls", list, where, []) + ([control] if control else [])
+    for i, c in enumerate(controls):  # a job's own control, or each pooled part's
+        part = f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
+        lines.append(f"Positive control{part}: {_comparison_text(c, f'{where}.controls[{i}]')}")
     gate = _get(results, "gate", str, where)
     if gate:
         lines.append(f"No calls below: {_md(gate)}.")

@@ -196,7 +196,8 @@ class Comparison:
         adj = self.adjustment
         held = "" if adj is None or adj.interval is None else (
             f", Holm/{adj.size} [{adj.interval[0]:+.{nd}f}, {adj.interval[1]:+.{nd}f}] p {adj.p:.2g}")
-        gated = (f"; no call: the job's control was not called (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
+        # the gate's own words up to its details: "its positive control was not called", "the job ran no ..."
+        gated = (f"; no call: {adj.gate.split(' (')[0]} (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
                  else "")
         return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}"
                 + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))

@@ -167,3 +167,15 @@ def test_the_degradation_stages_and_comparisons_are_matched_and_recomputed(tmp_p
     assert v["A"]["call"] == "cifar_plain20" and not v["A"]["higher_is_better"]  # the deeper plain net degrades in A
     assert v["B"]["call"] == "cifar_plain56" and not v["same_call"]  # and not in B
     assert "NOT the same call" in "\n".join(comparison_lines(cmp))
+
+
+def test_a_job_whose_control_was_not_called_keeps_its_no_calls_when_recomputed(tmp_path):
+    """results.json's gate (main_job/control.py) holds in the recomputation: the same numbers, called in a job that
+    passed its control, are no call in one that did not -- and the two verdicts are said to differ."""
+    a = _job(tmp_path / "a", "/r", 1, groups=_groups(80.0, 95.0, 0.2))
+    b = _job(tmp_path / "b", "/r", 1, groups=_groups(80.0, 95.0, 0.2))
+    res = json.loads((b / "results.json").read_text())
+    (b / "results.json").write_text(json.dumps({**res, "gate": "its positive control was not called (x)"}))
+    (v,) = compare_jobs(a, b)["verdicts"]
+    assert v["A"]["call"] == "vgg16_bn_pretrained" and v["B"]["call"] is None and not v["same_call"]
+    assert "no call: its positive control was not called (x)" in v["B"]["text"]

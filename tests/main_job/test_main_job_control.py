@@ -3,11 +3,13 @@ fraction of its pretraining, transferred alike); a job whose control is called m
 control is not called (its two sides identical) or that ran none shows every interval and no ranking language."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from detection.main_job.checks import check_arms
 from detection.main_job.cli import build_parser, plan_from_args
+from detection.main_job.control import control_lines
 from detection.main_job.plan import CONTROL_FRACTION, PRESETS, MainJobPlan, PlanError, plan_stages
 from detection.main_job.results import generated_notes, job_results, summary_lines
 from fabricated_runs import make_run
@@ -70,6 +72,15 @@ def test_a_given_backbones_control_is_a_shorter_fine_tuning_from_the_same_file(t
     assert control[0].iterations == round(full.iterations * CONTROL_FRACTION)
     differ = {full.argv[i - 1] for i, (a, b) in enumerate(zip(full.argv, control[0].argv)) if a != b}
     assert differ == {"OUTPUT_DIR", "SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD"}
+
+
+@pytest.mark.bad_input
+def test_a_control_given_to_a_plan_with_nothing_to_control_is_refused_not_ignored():
+    parse = build_parser().parse_args
+    with pytest.raises(PlanError, match="--control 0.25: the plan has no pretrained arm"):
+        plan_from_args(parse(["--preset", "full", "--arms", "gn_scratch", "--control", "0.25"]))
+    with pytest.raises(PlanError, match="--control 0.25: the plan has no pretrained arm"):
+        plan_from_args(parse(["--preset", "degradation", "--control", "0.25"]))
 
 
 def test_no_control_and_a_fraction_given_override_the_preset():
@@ -150,6 +161,10 @@ def test_a_job_without_a_control_makes_no_calls(tmp_path):
     assert res.control is None and res.gate.startswith("the job ran no positive control")
     assert all(c.call is None for c in res.comparisons())
     assert "No ranking: the job ran no positive control" in _text(res, plan)
+    assert all(c.cell().endswith(f"no call: the job ran no positive control (MDE {c.mde:.2f})")
+               for c in res.comparisons() if c.interval is not None)
+    degradation = job_results([], replace(MainJobPlan(), **PRESETS["degradation"]))
+    assert degradation.gate is None and control_lines(degradation) == []  # no transfer legs: nothing to gate
 
 
 def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_path):
@@ -169,8 +184,6 @@ def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_p
 def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_units():
     """--dry-run's expected MDE: each pair the family preset's committed job compared, at the plan's units and the
     family's strictest Holm level; the units a target needs reach it, one fewer does not."""
-    from dataclasses import replace
-
     from conftest import REPO
     from detection.main_job.resolution import expected_resolution, resolution_lines
     from detection.report.comparison import detectable
@@ -178,8 +191,9 @@ def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_un
     plan = replace(MainJobPlan(), **PRESETS["family"])
     stages = plan_stages(plan, REPO / "output" / "never_written")
     r = expected_resolution(plan, stages, "family", "AP", 2.0, REPO)
-    assert r.sources == ["results/family_2026-12-06_intel.json"] and r.family_size == len(r.expected) == 7
-    assert r.alpha == pytest.approx(0.05 / 7)
+    # 7 pairs of groups; the family they were adjusted in had 9 (the two residual-vs-plain top-1 comparisons too)
+    assert r.sources == ["results/family_2026-12-06_intel.json"] and len(r.expected) == 7 and r.family_size == 9
+    assert r.alpha == pytest.approx(0.05 / 9)
     e = r.expected[0]
     assert (e.a, e.b, e.units) == ("vgg11_bn_frozenbn_pretrained", "vgg16_bn_frozenbn_pretrained", (3, 3))
     results = json.loads((REPO / r.sources[0]).read_text())
@@ -192,3 +206,20 @@ def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_un
     assert more.expected[0].mde < e.mde  # more units, finer resolution
     assert "an MDE of 2 needs" in "\n".join(resolution_lines(r, "family"))
     assert expected_resolution(plan, stages, "paper", "AP", 2.0, REPO) is None  # no finished paper job
+
+
+@pytest.mark.parametrize("drop, called", [(12.0, True), (0.0, False)])
+def test_a_pooled_part_keeps_its_control_recomputed_and_the_gate_it_sets(tmp_path, drop, called):
+    """pool.py on a part written with a control: the control is decided anew from its groups' per-unit values and
+    rendered; a part whose control is not called closes the pooled family."""
+    from detection.main_job.pool import pool_results
+    from detection.main_job.results_doc import render
+
+    plan = _plan()
+    part = json.loads(json.dumps(job_results(_job(tmp_path, plan, control_drop=drop), plan).to_json()))
+    pooled = pool_results([part], ["job/results.json"])
+    (control,) = pooled["controls"]
+    assert control["part"] == "job/results.json" and (control["call"] == control["a"]) == called
+    assert (pooled["gate"] is None) == called
+    assert any(c["call"] for c in pooled["deltas"]) == called
+    assert "Positive control (job/results.json): resnet18_frozenbn_pretrained vs" in render(pooled)

@@ -50,14 +50,14 @@ def _row(name, errors, aps, source=MEASURED):
                           None, None, None)
 
 
-def test_correlation_is_computed_from_four_backbones_with_a_seeded_bootstrap_over_units():
+def test_correlation_is_computed_from_five_backbones_with_a_seeded_bootstrap_over_units_and_a_permutation_p():
     # better accuracy, better AP, with unit noise far below the gaps: every resample keeps the order
     rows = [_row(f"net{i}", [50 - 5 * i, 50.5 - 5 * i], [10 + 5 * i, 10.2 + 5 * i]) for i in range(5)]
     c = transfer_correlation(rows)
     assert (c.spearman, c.kendall, c.spearman_interval, c.kendall_interval) == (1.0, 1.0, (1.0, 1.0), (1.0, 1.0))
     assert c.resamples == 2000 and c.backbones == [f"net{i}" for i in range(5)] and c.why_not is None
     # the backbones as the unit: the exact permutation p of a perfect order of 5 is 2 / 5! (both tails)
-    assert c.p_permutation == pytest.approx(2 / 120) and "exact permutation test" in correlation_text(c)
+    assert c.p_permutation == pytest.approx(2 / 120) and "permutation test of Spearman" in correlation_text(c)
     # noise as large as the gaps: the interval widens, contains the estimate, and is the same for the same seed
     noisy = [_row(f"net{i}", [50 - i, 47 - i], [10 + i, 16 + 0.5 * i]) for i in range(5)]
     a, b = transfer_correlation(noisy), transfer_correlation(noisy)
