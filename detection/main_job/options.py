@@ -125,7 +125,7 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     control.add_argument("--control", type=float, default=None, metavar="FRACTION",
                          help="the positive control: the first backbone pretrained again for FRACTION of the budget "
                               "and transferred alike (given by --weights: fine-tuned for FRACTION of the schedule); "
-                              "the job calls anything only when it calls this known order (default: 0.125 in the "
+                              "the job calls anything only when it calls this known order (default: 0.5 in the "
                               "full, family and quick presets, none in the others)")
     control.add_argument("--no-control", action="store_true",
                          help="no positive control: the job then makes no call between backbones or arms")

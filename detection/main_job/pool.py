@@ -87,7 +87,7 @@ def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) ->
             c = recomputed(pooled, "deltas", 0, {**d, "metric": metric})
             if c is None:
                 raise RunFileError(f"{name}: its control {d['a']} vs {d['b']} has no per-unit {metric} values in it")
-            controls.append((name, c))
+            controls.append((name, c, len(res.get("control_at_chance") or [])))
             why = None if c.call == c.a else f"{name}: its positive control was not called"
         elif "gate" not in res:  # written before the control existed
             why = f"{name} ran no positive control (written before the control existed)"
@@ -127,7 +127,8 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
         c = gated([c], gate)[0] if gate and kind not in DEGRADATION_FIELDS else c
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
     pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
-               "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name} for name, c in controls]}
+               "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name, "pretraining_at_chance": n}
+                            for name, c, n in controls]}
     pooled.pop("control", None)
     _rank(pooled, untrained, gate)
     return pooled

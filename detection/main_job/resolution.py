@@ -48,9 +48,11 @@ class Resolution:
 
 
 def _preset_files(root: Path, preset: str) -> list[Path]:
-    """results/<preset>_[<part>_]<date>_<machine>.json, oldest first (a later file's groups replace an earlier's)."""
+    """results/<preset>_[<part>_]<date>_<machine>.json, newest first: by date, then a file that records a gate
+    (written since the positive control existed) before one that does not."""
     files = [p for p in (root / "results").glob(f"{preset}_*.json") if _DATED.search(p.name)]
-    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1), p.name))
+    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1), '"gate"' in p.read_text(), p.name),
+                  reverse=True)
 
 
 def _unit_means(group: dict, metric: str) -> list[float]:
@@ -72,7 +74,8 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
             raise RunFileError(f"{path}: not a main job's results.json (no list of groups)")
         kept = [(d["a"], d["b"]) for k in GROUP_KINDS for d in res.get(k) or []
                 if isinstance(d, dict) and d.get("a") in planned and d.get("b") in planned]
-        if kept:
+        mine = {g.get("name") for g in res["groups"] if isinstance(g, dict)} & planned
+        if kept and not mine & set(groups):  # the newest job of each part only: a rerun of a part adds nothing
             sources.append(str(path.relative_to(root)))
             groups |= {g["name"]: g for g in res["groups"] if isinstance(g, dict) and g.get("name") in planned}
             pairs |= dict.fromkeys(kept)

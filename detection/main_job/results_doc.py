@@ -130,6 +130,9 @@ def _control_lines(results: dict, where: str) -> list[str]:
     for i, c in enumerate(controls):  # a job's own control, or each pooled part's
         part = f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
         lines.append(f"Positive control{part}: {_comparison_text(c, f'{where}.controls[{i}]')}")
+        if isinstance(c, dict) and c.get("pretraining_at_chance"):
+            lines.append(f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): passing it "
+                         "shows the job tells a trained backbone from an untrained one, nothing finer.")
     gate = _get(results, "gate", str, where)
     if gate:
         lines.append(f"No calls below: {_md(gate)}.")

@@ -171,7 +171,7 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
             "--detect-iterations", "2", "--pretrain-val-images", "64", "--output-dir", out]
     proc = run_tool("tools/main_job.py", *args, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # the leg, and the control's: the same file fine-tuned for 1/8 of the schedule (no pretraining here)
+    # the leg, and the control's: the same file fine-tuned for half the schedule (no pretraining here)
     assert proc.stdout.count("[main job] started: ") == 2 and not (out / "pretrain").exists()
     leg = out / "detect" / "resnet18_frozenbn_pretrained_given_d0"
     assert f"WEIGHTS: {torchvision_resnet18}" in (leg / "config.yaml").read_text()
@@ -212,7 +212,7 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     assert all(c["call"] is None for c in results["deltas"] + results["plain_vs_residual"])
     assert (out / "report" / "transfer_scatter.png").stat().st_size > 10_000
     md = (out / "report" / "report.md").read_text()
-    assert md.index("## Leaderboard") < md.index("## Results") and "Positive control (0.125 of the pretraining" in md
+    assert md.index("## Leaderboard") < md.index("## Results") and "Positive control (0.5 of the pretraining" in md
     assert "This job cannot rank backbones" in md and "not ranked" in md
 
 
