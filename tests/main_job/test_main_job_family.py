@@ -191,9 +191,9 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
 
 @pytest.mark.slow
 def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_nothing_it_cannot_see(tmp_path):
-    """The family preset at smoke scale: the leaderboard, the scatter and the control's legs are made; two
-    pretraining iterations leave every net at chance and the control cannot be called, so the report names both,
-    keeps the plan's order and makes no call or correlation (the statistics: test_main_job_control.py)."""
+    """The family preset at smoke scale: the leaderboard and the control's legs are made; two pretraining iterations
+    leave every net at chance and the control cannot be called, so the report names both, keeps the plan's order and
+    makes no call, correlation or scatter (the statistics: test_main_job_control.py)."""
     out = tmp_path / "job"
     backbones = ["resnet18", "resnet34", "plain18", "plain34", "vgg11_bn"]
     proc = run_tool("tools/main_job.py", "--preset", "family", "--backbones", *backbones, "--pretrain-seeds", "0",
@@ -210,7 +210,7 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     assert results["control"]["a"] == "resnet18_frozenbn_pretrained" and results["gate"]
     assert results["correlation"]["spearman"] is None and results["correlation"]["why_not"]
     assert all(c["call"] is None for c in results["deltas"] + results["plain_vs_residual"])
-    assert (out / "report" / "transfer_scatter.png").stat().st_size > 10_000
+    assert not (out / "report" / "transfer_scatter.png").exists()  # every net at chance: no point to draw
     md = (out / "report" / "report.md").read_text()
     assert md.index("## Leaderboard") < md.index("## Results") and "Positive control (0.5 of the pretraining" in md
     assert "This job cannot rank backbones" in md and "not ranked" in md

@@ -205,7 +205,7 @@ def test_a_real_data_main_job_on_slurm_survives_a_requeue_and_reports_what_a_loc
     torch.save(torchvision.models.resnet18().state_dict(), weights)
     job = ["--preset", "quick", "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1",
            "--arms", "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "8", "--threads", "1",
-           "--detect-coco", *files.coco_args()]
+           "--no-control", "--detect-coco", *files.coco_args()]  # one stage: the requeue is what is tested
     submitted = run_tool("tools/main_job.py", "--slurm", "--output-dir", tmp_path / "slurm", *job, env=ENV,
                          timeout=300)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
@@ -245,7 +245,8 @@ def test_a_main_job_stage_spans_two_nodes_as_one_distributed_run(slurm_cluster, 
     submitted = run_tool("tools/main_job.py", "--slurm", "--nodes-per-stage", "2", "--preset", "quick",
                          "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1", "--arms",
                          "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "2", "--threads", "1",
-                         "--detect-coco", *files.coco_args(), "--output-dir", out, env=ENV, timeout=300)
+                         "--no-control", "--detect-coco", *files.coco_args(), "--output-dir", out, env=ENV,
+                         timeout=300)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
     stage_id, report_id = re.findall(r"submitted (\d+): ", submitted.stdout)
     nodes = subprocess.run(["scontrol", "show", "job", stage_id], capture_output=True, text=True).stdout
