@@ -71,8 +71,8 @@ def control_lines(results) -> list[str]:
     if results.control_top1 is not None:
         lines.append(f"Its pretraining gap: {results.control_top1.describe()}")
     if results.control_at_chance:
-        lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): passing "
-                     "it shows the job tells a trained backbone from an untrained one, nothing finer.")
+        lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): called, "
+                     "it shows only that the job tells a trained backbone from an untrained one.")
     if results.gate:
         lines.append(f"This job cannot rank backbones: {results.gate}. Every comparison below is shown with its "
                      "interval and makes no call.")

@@ -131,8 +131,8 @@ def _control_lines(results: dict, where: str) -> list[str]:
         part = f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
         lines.append(f"Positive control{part}: {_comparison_text(c, f'{where}.controls[{i}]')}")
         if isinstance(c, dict) and c.get("pretraining_at_chance"):
-            lines.append(f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): passing it "
-                         "shows the job tells a trained backbone from an untrained one, nothing finer.")
+            lines.append(f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): called, it "
+                         "shows only that the job tells a trained backbone from an untrained one.")
     gate = _get(results, "gate", str, where)
     if gate:
         lines.append(f"No calls below: {_md(gate)}.")
