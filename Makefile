@@ -26,7 +26,7 @@ test-d2main: setup
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) -m d2main tests/detection
 
-# The main job's presets (detection/main_job/plan.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
+# The main job's presets (detection/main_job/presets.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
 # control as rows, one seed per leg, about 12 minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
 # experiment (3 seeds), two jobs of at most 150 minutes each; demo-family: six backbones of three families (the
 # leaderboard, accuracy vs transfer); demo-quick: every arm at smoke scale, not converged.

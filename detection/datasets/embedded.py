@@ -5,8 +5,8 @@ else synthetic shapes: the same source the classification pipeline pretrains on 
 Each image is a smooth random background with 1-2 tinted, rescaled objects; boxes are the tight boxes of the
 objects' masks. Train scenes use the objects' train split and val scenes their test split (no object shared).
 
-    root/JPEGImages/*.jpg, root/Annotations/*.xml, root/ImageSets/Main/{train,val}.txt      (VOC)
-    root/annotations/instances_{train,val}.json                                         (COCO, same images)
+    root/JPEGImages/*.jpg, root/Annotations/*.xml, root/ImageSets/Main/{train,val,val_100}.txt  (VOC)
+    root/annotations/instances_{train,val,val_100}.json                                 (COCO, same images)
     root/manifest.json                                                                   (how it was made)
 """
 
@@ -25,10 +25,11 @@ from PIL import Image
 
 from classification.data.objects import ObjectSource, load_object_source, paste_object, random_background
 
-__all__ = ["EmbeddedSpec", "DETECTION_CLASSES", "ensure_embedded_dataset", "generate_embedded_dataset",
-           "register_embedded", "default_embedded_root", "expected_source"]
+__all__ = ["EmbeddedSpec", "DETECTION_CLASSES", "SMALL_VAL_SCENES", "ensure_embedded_dataset",
+           "generate_embedded_dataset", "register_embedded", "default_embedded_root", "expected_source"]
 
-GENERATOR_VERSION = 3  # 3: the train_fit / train_holdout split files
+GENERATOR_VERSION = 4  # 3: the train_fit / train_holdout split files; 4: 1000 val scenes and the val_100 prefix
+SMALL_VAL_SCENES = 100  # `val_100`: the first scenes of val
 # Four classes with distinct silhouettes, so a smoke-scale schedule can learn them.
 DETECTION_CLASSES = {"fashion-mnist": ("tshirt_top", "trouser", "sneaker", "bag"),
                      "synthetic-shapes": ("disc", "square", "triangle", "cross")}
@@ -37,7 +38,10 @@ DETECTION_CLASSES = {"fashion-mnist": ("tshirt_top", "trouser", "sneaker", "bag"
 @dataclass(frozen=True)
 class EmbeddedSpec:
     num_train: int = 400
-    num_val: int = 100
+    # The val split: 1000 scenes, so that one test set's sampling is small beside the seeds' spread (the main job
+    # measures it: a paired bootstrap over these images); its first 100 are `val_100` -- the val split before
+    # 2026-12-06, scene for scene (one generator stream) -- where smoke-scale runs are scored.
+    num_val: int = 1000
     image_size: int = 128  # square images
     min_object: int = 48  # objects span 3-6 cells of a stride-16 feature map (smaller ones barely train in minutes)
     max_object: int = 96
@@ -136,14 +140,14 @@ def generate_embedded_dataset(root: str | os.PathLike, spec: EmbeddedSpec = Embe
                 "categories": [{"id": k + 1, "name": c} for k, c in enumerate(class_names)]}
         (tmp / "annotations" / f"instances_{split}.json").write_text(json.dumps(coco))
         counts[split] = {"images": n, "objects": len(annotations)}
+        if split == "val":  # its first scenes: the smoke-scale test set (the same scenes at any num_val above it)
+            k = min(SMALL_VAL_SCENES, n)
+            _write_subset(tmp, "val_100", coco, lambda i, k=k: i <= k, counts)
+            (tmp / "ImageSets" / "Main" / "val_100.txt").write_text("\n".join(ids[:k]) + "\n")
         if split == "train":  # the model-selection split: fit on the first scenes, score the held-out last ones
             cut = n - min(spec.num_holdout, n)
             for part, keep in (("train_fit", lambda i, c=cut: i <= c), ("train_holdout", lambda i, c=cut: i > c)):
-                sub = {"images": [im for im in images if keep(im["id"])],
-                       "annotations": [a for a in annotations if keep(a["image_id"])],
-                       "categories": coco["categories"]}
-                (tmp / "annotations" / f"instances_{part}.json").write_text(json.dumps(sub))
-                counts[part] = {"images": len(sub["images"]), "objects": len(sub["annotations"])}
+                _write_subset(tmp, part, coco, keep, counts)
     manifest = {"generator_version": GENERATOR_VERSION, "spec": asdict(spec), "source": source_name,
                 "classes": list(class_names), "counts": counts}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -151,6 +155,14 @@ def generate_embedded_dataset(root: str | os.PathLike, spec: EmbeddedSpec = Embe
         shutil.rmtree(root)
     tmp.rename(root)  # a crash mid-generation never leaves a half-written dataset under `root`
     return manifest
+
+
+def _write_subset(root: Path, part: str, coco: dict, keep, counts: dict) -> None:
+    """annotations/instances_<part>.json: the images whose id `keep` accepts, with their annotations."""
+    sub = {"images": [im for im in coco["images"] if keep(im["id"])],
+           "annotations": [a for a in coco["annotations"] if keep(a["image_id"])], "categories": coco["categories"]}
+    (root / "annotations" / f"instances_{part}.json").write_text(json.dumps(sub))
+    counts[part] = {"images": len(sub["images"]), "objects": len(sub["annotations"])}
 
 
 def ensure_embedded_dataset(root: str | os.PathLike | None = None, spec: EmbeddedSpec = EmbeddedSpec()) -> dict:
@@ -193,7 +205,8 @@ def expected_source(spec: EmbeddedSpec) -> str:
 
 def register_embedded(root: str | os.PathLike | None = None, spec: EmbeddedSpec = EmbeddedSpec(),
                       prefix: str = "embedded") -> list[str]:
-    """Register `{prefix}_train/_val/_train_fit/_train_holdout` (COCO json) and `{prefix}_voc_train/_val` (VOC XML)
+    """Register `{prefix}_train/_val/_val_100/_train_fit/_train_holdout` (COCO json) and `{prefix}_voc_train/_val/
+    _val_100` (VOC XML)
     lazily: the files are generated the first time a split is loaded (or reused if `root` already holds this spec).
     Returns the names."""
     from detectron2.data import DatasetCatalog, MetadataCatalog
@@ -204,12 +217,12 @@ def register_embedded(root: str | os.PathLike | None = None, spec: EmbeddedSpec 
     root = Path(root) if root is not None else default_embedded_root()
     classes = list(DETECTION_CLASSES[expected_source(spec)])
     names = []
-    for split in ("train", "val", "train_fit", "train_holdout"):
+    for split in ("train", "val", "val_100", "train_fit", "train_holdout"):
         json_file = str(root / "annotations" / f"instances_{split}.json")
         kinds = [(f"{prefix}_{split}",
                   lambda j=json_file, n=f"{prefix}_{split}": load_coco_checked(j, str(root), n),
                   {"json_file": json_file, "image_root": str(root), "evaluator_type": "coco"})]
-        if split in ("train", "val"):
+        if split in ("train", "val", "val_100"):
             kinds.append((f"{prefix}_voc_{split}", lambda s=split: load_voc_instances(str(root), s, classes),
                           {"dirname": str(root), "split": split, "year": 2012, "evaluator_type": "pascal_voc"}))
         for name, loader, meta in kinds:

@@ -4,8 +4,8 @@ an ImageNet-style folder (train/<class>/*.png, val/<class>/*.png). tools/export_
 files through --detect-coco / --detect-voc / --pretrain-data is the real-data path run on known data (a test
 checks that the detection half gives the embedded path's AP to the last digit).
 
-    OUT/detection/annotations/instances_{train,val}.json   COCO (file_name relative to OUT/detection)
-    OUT/detection/{Annotations,ImageSets/Main,JPEGImages}   VOC (splits train, val), the same images
+    OUT/detection/annotations/instances_{train,val,val_100}.json   COCO (file_name relative to OUT/detection)
+    OUT/detection/{Annotations,ImageSets/Main,JPEGImages}   VOC (splits train, val, val_100), the same images
     OUT/imagefolder/{train,val}/<class>/<item>.png          the composites at their size, lossless
 """
 
@@ -26,15 +26,15 @@ class ExportedPaths:
     detection: Path  # COCO json + image root, and the VOC layout
     imagefolder: Path | None  # ImageNet layout; None when not written
 
-    def coco_args(self) -> list[str]:
-        """main_job.py --detect-coco's four values for these files."""
+    def coco_args(self, test: str = "val") -> list[str]:
+        """main_job.py --detect-coco's four values for these files (test: "val", or "val_100", its first scenes)."""
         d = self.detection
-        return [str(d / "annotations" / "instances_train.json"), str(d), str(d / "annotations" / "instances_val.json"),
-                str(d)]
+        return [str(d / "annotations" / "instances_train.json"), str(d),
+                str(d / "annotations" / f"instances_{test}.json"), str(d)]
 
-    def voc_args(self) -> list[str]:
+    def voc_args(self, test: str = "val") -> list[str]:
         """main_job.py --detect-voc's three values for these files."""
-        return [str(self.detection), "train", "val"]
+        return [str(self.detection), "train", test]
 
 
 def export_embedded(out: str | Path, *, train_items: int | None = None, val_items: int = 2000,
@@ -54,7 +54,7 @@ def export_embedded(out: str | Path, *, train_items: int | None = None, val_item
     for sub in ("JPEGImages", "Annotations", "ImageSets"):
         shutil.copytree(source / sub, detection / sub)
     (detection / "annotations").mkdir()
-    for split in ("train", "val"):
+    for split in ("train", "val", "val_100"):
         shutil.copyfile(source / "annotations" / f"instances_{split}.json",
                         detection / "annotations" / f"instances_{split}.json")
     folder = _export_composites(out / "imagefolder", train_items, val_items, image_size) if classification else None

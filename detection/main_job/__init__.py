@@ -1,7 +1,8 @@
 """The main job: the paper's Tables 7/8 question in miniature -- pretrain, transfer, compare, report -- above both
 pipelines (it runs tools/train_cls.py and tools/train_det.py as stages and reads their run files).
 
-    plan.py      what runs: MainJobPlan, its presets, the stages (Stage) and their commands
+    plan.py      what runs: MainJobPlan, the stages (Stage) and their commands
+    presets.py   the named budgets of a plan (--preset)
     data.py      the data it runs on: the embedded default, an ImageNet-style folder, COCO / VOC files; their identity
     checks.py    what is checked of a plan before anything runs (options, fair arms, loadable checkpoints)
     options.py   tools/main_job.py's options -> a MainJobPlan

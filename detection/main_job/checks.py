@@ -1,7 +1,7 @@
 """What the main job checks of a plan before anything runs, each a one-line PlanError naming the option: options
 that cannot run together or would count wrongly (`validate_plan`), compared arms whose resolved configs differ
 beyond their factor (`check_arms`), and checkpoints the detection legs could not load (`check_pretrained_weights_fit`).
-The plan itself, its presets and its stages: plan.py."""
+The plan itself and its stages: plan.py; its presets: presets.py."""
 
 from __future__ import annotations
 
@@ -53,6 +53,9 @@ def validate_plan(plan: MainJobPlan) -> None:
     for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
         if not 0 < getattr(plan, name) < math.inf:
             raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
+    if plan.pretrain_warmup_until_error is not None and not 0 < plan.pretrain_warmup_until_error < 1:
+        raise PlanError("--pretrain-warmup-until-error is a training error in (0, 1), got "
+                        f"{plan.pretrain_warmup_until_error!r}")
     if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
     _validate_data(plan)

@@ -23,6 +23,7 @@ from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_DATA, JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
+from ..evaluation.chance import chance_ap
 from ..project import project_files
 from ..report import ReportSection
 from .arms import ARMS
@@ -40,6 +41,7 @@ from .data import (
 from .family import family_sections
 from .given_top1 import given_weights_top1
 from .graph import (
+    INFERENCE_PER_STEP,
     STOP_REQUESTED,
     Estimator,
     StageConflict,
@@ -57,7 +59,6 @@ from .plan import MainJobPlan, PlanError, Stage, plan_stages
 from .resolution import expected_resolution, resolution_lines
 from .results import (
     COMPARED_METRICS,
-    chance_ap,
     data_text,
     degradation_comparison_lines,
     degradation_table,
@@ -277,7 +278,8 @@ def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tup
     line = (f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
             f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images"
             if plan.detect_data.embedded else f"[main job] {data_text(plan, None)}")
-    return Estimator(measure_step_seconds(plan, threads, keys), args.jobs), line
+    test_images = plan.test_scenes if plan.detect_data.embedded else 0  # the user's test set: in the 15 s
+    return Estimator(measure_step_seconds(plan, threads, keys), args.jobs, test_images), line
 
 
 def _print_paper_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, tflops: float) -> None:
@@ -308,7 +310,8 @@ def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator:
         print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>6} it x "
               f"{estimator.rate(s) * 1000:.0f} ms{deps}")
     print(f"[main job] estimated {estimator.remaining_minutes(stages, []):.0f} min for all stages (step times "
-          f"measured just now on this machine with {threads} thread(s); start-up and evaluation assumed 15 s a stage; "
+          f"measured just now on this machine with {threads} thread(s); start-up assumed 15 s a stage, a leg's "
+          f"evaluation {INFERENCE_PER_STEP:g} of a step a test image; "
           f"{args.jobs} at a time), plus ~1 min for the dataset, chance level and report. Nothing was run.")
     _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
     resolution = expected_resolution(plan, stages, args.preset, COMPARED_METRICS[0], args.target_mde,
@@ -408,7 +411,7 @@ def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
     if not plan.detect_data.embedded:
         plan.detect_data.register()
         return plan.detect_data.names[1], None
-    return ("embedded_train_holdout" if plan.selection else "embedded_val"), ensure_embedded_dataset()
+    return plan.embedded_test_set(), ensure_embedded_dataset()
 
 
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:

@@ -15,6 +15,7 @@ question here is whether a rerun reproduces a verdict. Deciding old jobs under t
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import statistics
 from dataclasses import asdict
@@ -23,7 +24,7 @@ from pathlib import Path
 from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileError, read_classification_run, read_json
 
 from ..engine.code_version import describe_versions
-from ..report.comparison import Comparison, adjust, compare, contrast, gated
+from ..report.comparison import Comparison, adjust, compare, contrast, gated, with_test_set
 from ..report.runs import load_run
 from .family import TOP1_METRIC, compare_top1
 from .graph import StageRecord, read_stage_record
@@ -150,9 +151,20 @@ def recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
             return contrast(metric, a, (p_deep, p_shallow), b, (r_deep, r_shallow), "run", higher_is_better=False)
         groups = {g.get("name"): g for g in res["groups"] if isinstance(g, dict)}
         ga, gb = groups[a], groups[b]
-        return compare(metric, a, ga["values"][metric], ga["unit"], b, gb["values"][metric], gb["unit"])
+        c = compare(metric, a, ga["values"][metric], ga["unit"], b, gb["values"][metric], gb["unit"])
+        return None if c is None else with_test_set(c, *_test_set_part(d))
     except (KeyError, TypeError, AttributeError, IndexError, ValueError):
         return None
+
+
+def _test_set_part(d: dict) -> tuple[float | None, int | None]:
+    """The test-set part the job measured (its runs' detections are not in results.json): a finite SE >= 0 and a
+    positive image count, else none."""
+    se, images = d.get("test_set_se"), d.get("test_images")
+    if isinstance(se, (int, float)) and not isinstance(se, bool) and math.isfinite(se) and se >= 0 and \
+            isinstance(images, int) and not isinstance(images, bool) and images > 0:
+        return float(se), images
+    return None, None
 
 
 def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:

@@ -23,7 +23,10 @@ from pathlib import Path
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.run_files import JOB_DATA, RunFileError, read_json
 
+from ..datasets.embedded import SMALL_VAL_SCENES, EmbeddedSpec
+
 __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
+           "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets",
            "check_data", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
            "folder_train_images"]
 
@@ -36,6 +39,21 @@ TRAIN_NAME, TEST_NAME = "main_job_train", "main_job_test"
 # beside the paper's column (report/paper.py) and a Detectron2 user reads the usual names.
 PAPER_COCO_SPLITS = {"coco_2014_train": ("instances_train2014.json", 82783),
                      "coco_2014_val": ("instances_val2014.json", 40504)}
+
+
+# The embedded legs' test sets (detection.datasets.embedded): the 1000 val scenes, where one test set's sampling is
+# small beside the seeds' spread (each comparison shows it: report.test_sampling), or their first 100 (the val
+# split before 2026-12-06, scene for scene) at smoke scale, where 900 more scenes would add ~10 s a leg.
+EMBEDDED_VAL_SCENES = EmbeddedSpec().num_val
+EMBEDDED_TEST_SETS = {EMBEDDED_VAL_SCENES: "embedded_val", SMALL_VAL_SCENES: "embedded_val_100"}
+
+
+def embedded_sets(selection: bool, test_scenes: int = EMBEDDED_VAL_SCENES) -> tuple[str, str]:
+    """The registered (train, test) names of the embedded legs: train -> the val scenes, or with `selection` the
+    first training scenes -> the held-out last ones (schedules are chosen there, never on val)."""
+    if selection:
+        return "embedded_train_fit", "embedded_train_holdout"
+    return "embedded_train", EMBEDDED_TEST_SETS[test_scenes]
 
 
 class DataError(ValueError):
@@ -100,11 +118,12 @@ class DetectData:
                     "--voc-classes", ",".join(self.classes)]
         return []
 
-    def overrides(self, selection: bool) -> list[str]:
-        """The config overrides that point a leg at the data and size its classifier from the data's classes."""
+    def overrides(self, selection: bool, test_scenes: int = EMBEDDED_VAL_SCENES) -> list[str]:
+        """The config overrides that point a leg at the data and size its classifier from the data's classes
+        (the embedded scenes: the test set of `test_scenes` val scenes, or the model-selection split)."""
         if self.embedded:
-            return (["DATASETS.TRAIN", '("embedded_train_fit",)', "DATASETS.TEST", '("embedded_train_holdout",)']
-                    if selection else [])
+            train, test = embedded_sets(selection, test_scenes)
+            return ["DATASETS.TRAIN", f'("{train}",)', "DATASETS.TEST", f'("{test}",)']
         return ["DATASETS.TRAIN", f'("{self.names[0]}",)', "DATASETS.TEST", f'("{self.names[1]}",)',
                 *(["MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))] if self.classes else [])]  # a dry run
         #                                                          without the files does not know them

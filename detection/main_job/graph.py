@@ -172,13 +172,20 @@ def prune_checkpoints(out: Path) -> int:
     return prune_intermediate_checkpoints(out, keep=0)
 
 
+# A detection leg's inference on one test image, as a fraction of its training step (2 images, forward and
+# backward): 0.32-0.44 over VGG-16(BN), VGG-11(BN), plain-18, ResNet-18 and -34 at width 0.25 (1 thread, AMD EPYC,
+# 2026-12-06: 1000 embedded val scenes in 14-25 s a leg against 33-76 ms a step).
+INFERENCE_PER_STEP = 0.4
+
+
 class Estimator:
     """Remaining minutes: each stage's iterations x seconds per iteration of its kind (measured by the running and
     finished stages of that kind, else the calibration), plus per-stage start-up and evaluation as measured by the
-    finished stages (else the calibration's 15 s), divided by the parallel stages."""
+    finished stages (else the calibration's 15 s, and for a detection leg its `eval_images` test images at
+    INFERENCE_PER_STEP of a step each), divided by the parallel stages."""
 
-    def __init__(self, calibration: dict, jobs: int):
-        self.calibration, self.jobs = calibration, jobs
+    def __init__(self, calibration: dict, jobs: int, eval_images: int = 0):
+        self.calibration, self.jobs, self.eval_images = calibration, jobs, eval_images
         self.measured: dict[tuple, list[float]] = {}
         self.overhead: list[float] = []
 
@@ -195,7 +202,8 @@ class Estimator:
         return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
 
     def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
-        over = statistics.median(self.overhead) if self.overhead else 15.0
+        over = statistics.median(self.overhead) if self.overhead else 15.0 + (
+            INFERENCE_PER_STEP * self.rate(stage) * self.eval_images if stage.kind == "detect" else 0.0)
         return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
 
     def remaining_minutes(self, pending: list[Stage], running: list[Stage]) -> float:

@@ -13,9 +13,10 @@ from classification.analysis.degradation import RECIPE
 
 from .arms import ARMS
 from .checks import validate_plan
-from .data import COCO, VOC, DetectData, PretrainData
+from .data import COCO, EMBEDDED_TEST_SETS, VOC, DetectData, PretrainData
 from .paper_cost import DEFAULT_TFLOPS
-from .plan import DEFAULT_PRESET, PAPER_SCALE, PRESETS, SCALES, MainJobPlan, PlanError
+from .plan import SCALES, MainJobPlan, PlanError
+from .presets import DEFAULT_PRESET, PAPER_SCALE, PRESETS
 
 __all__ = ["build_parser", "plan_from_args"]
 
@@ -132,7 +133,14 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
+    ap.add_argument("--pretrain-warmup-until-error", type=float, default=None, metavar="ERROR",
+                    help="pretrain at lr x0.1 until the running training error is below ERROR (a fraction; the "
+                         "paper's ResNet-110 rule: 0.8), every backbone alike (default: 0.8 in the family preset, "
+                         "none in the others)")
     ap.add_argument("--detect-iterations", type=int, default=None)
+    ap.add_argument("--test-scenes", type=int, choices=sorted(EMBEDDED_TEST_SETS), default=None,
+                    help="the embedded scenes the legs are scored on: the 1000 val scenes (default), or their first "
+                         "100 (the quick preset: smoke scale, where 900 more would add ~10 s a leg)")
     ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
                     help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
                          "6, 7; on in the full preset)")
@@ -170,7 +178,8 @@ def plan_from_args(args) -> MainJobPlan:
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),
-                        ("detect_iterations", args.detect_iterations),
+                        ("pretrain_warmup_until_error", args.pretrain_warmup_until_error),
+                        ("detect_iterations", args.detect_iterations), ("test_scenes", args.test_scenes),
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
                         ("degradation_preact", args.degradation_preact),
@@ -194,7 +203,8 @@ def plan_from_args(args) -> MainJobPlan:
     if changes["scale"] == "paper":  # the paper configs' schedules and the ImageNet recipe run: never ignored
         given = [o for o, v in (("--detect-iterations", args.detect_iterations),
                                 ("--pretrain-epochs", args.pretrain_epochs),
-                                ("--pretrain-val-images", args.pretrain_val_images)) if v is not None]
+                                ("--pretrain-val-images", args.pretrain_val_images),
+                                ("--pretrain-warmup-until-error", args.pretrain_warmup_until_error)) if v is not None]
         if given:
             raise PlanError(f"{given[0]}: at --scale paper the paper configs' schedules and the ImageNet recipe "
                             "(60e4 iterations, the whole val split) run; leave it out, or use --scale embedded")
@@ -205,6 +215,9 @@ def plan_from_args(args) -> MainJobPlan:
                             "would pretrain on it")
         plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
+    if args.test_scenes is not None and not plan.detect_data.embedded:  # never ignored
+        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the embedded val scenes; your own data's "
+                        "test set is the one --detect-coco / --detect-voc names")
     if args.control is not None and plan.control_arm() is None:  # never ignored: there is nothing to control
         raise PlanError(f"--control {args.control:g}: the plan has no pretrained arm of a backbone to control "
                         f"(--arms {' '.join(plan.arms) or '(none)'}); leave it out")

@@ -1,4 +1,5 @@
-"""What the main job runs: the plan (backbones, widths, schedules, seeds), its presets, and the stages it makes.
+"""What the main job runs: the plan (backbones, widths, schedules, seeds) and the stages it makes (its presets:
+presets.py).
 
 The paper's experiment (Tables 7/8) in miniature:
 1. the embedded detection dataset (scenes of Fashion-MNIST objects; val scenes use test-split objects only);
@@ -25,11 +26,11 @@ from classification.engine.run_files import FINAL_CHECKPOINT
 
 from ..project import project_files
 from .arms import ARMS
-from .data import COCO, DetectData, PretrainData, folder_train_images
+from .data import EMBEDDED_VAL_SCENES, DetectData, PretrainData, embedded_sets, folder_train_images
 from .leg_configs import PAPER_IMAGES_PER_GPU, leg_config_files, paper_solver
 
-__all__ = ["MainJobPlan", "Stage", "PRESETS", "DEFAULT_PRESET", "plan_stages", "PlanError",
-           "SCALES", "PAPER_SCALE", "CONTROL_FRACTION", "pretrain_dir", "pretraining_label", "control_label"]
+__all__ = ["MainJobPlan", "Stage", "plan_stages", "PlanError",
+           "SCALES", "pretrain_dir", "pretraining_label", "control_label"]
 
 # The scales a job runs at. embedded: every leg at smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px
 # images, nets at the job's width, the job's iteration count) -- what 2 CPU cores can run, on any data; paper: the
@@ -72,6 +73,10 @@ class MainJobPlan:
     pretrain_val_images: int = 2000  # the first 2,000 Fashion-MNIST test items, composited
     pretrain_train_images: int | None = None  # None: all training items (60,000 for Fashion-MNIST)
     pretrain_holdout: int = 5000  # selection=True: the last N train items are the val set instead
+    pretrain_warmup_until_error: float | None = None  # pretraining at lr x0.1 until the running training error is
+    #   below this (at least 20 iterations either way): the paper's rule for ResNet-110 (Sec. 4.2: 0.01 until the
+    #   error is below 80%); the family preset applies it to every backbone, since its plain-34 never leaves
+    #   chance at lr 0.1 from the first iterations (CONVERGENCE.md)
     detect_iterations: int = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
     #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md)
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
@@ -85,6 +90,8 @@ class MainJobPlan:
     weights: tuple[tuple[str, str], ...] = ()
     weights_top1: tuple[tuple[str, float], ...] = ()  # (backbone, top-1 accuracy %) as published with the file
     selection: bool = False  # the model-selection variant (held-out training data; see the module docstring)
+    test_scenes: int = EMBEDDED_VAL_SCENES  # the embedded legs' test set: the 1000 val scenes, or their first 100
+    #   (smoke scale: data.EMBEDDED_TEST_SETS)
     # The data (data.py): what pretraining reads (the embedded composites, or an ImageNet-style folder) and what the
     # detection legs train and are scored on (the embedded scenes, a COCO json + images, a VOC split); the scale
     # their configs run at (SCALES), and the GPUs each stage gets (0: CPU processes).
@@ -108,6 +115,10 @@ class MainJobPlan:
     # in the ranking arm (family.leaderboard_arm): a known order -- more pretraining transfers better -- that the job
     # must call before it ranks anything (results.py: the gate). None: no control, and no ranking language.
     control: float | None = None
+
+    def embedded_test_set(self) -> str:
+        """The registered name the embedded legs are scored on (the model-selection split with `selection`)."""
+        return embedded_sets(self.selection, self.test_scenes)[1]
 
     def weights_of(self, model: str) -> Path | None:
         """The file a backbone's pretrained legs start from when the job was given one (--weights), else None."""
@@ -182,6 +193,8 @@ class MainJobPlan:
                 *_model_option_args(self.pretrain_options(model, norm)), *dataset,
                 "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch // self.processes()),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
+                *(["--warmup-until-error", str(self.pretrain_warmup_until_error)]
+                  if self.pretrain_warmup_until_error is not None else []),
                 "--eval-period", str(max(1, iterations // 8)), "--checkpoint-period", str(max(1, iterations // 8)),
                 "--keep-checkpoints", "1",  # a resume needs the newest; an hour-long stage loses at most 1/8
                 *val, "--seed", str(seed),
@@ -271,7 +284,7 @@ class MainJobPlan:
             schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule * fraction)
         return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
                          "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
-                         *self.detect_data.overrides(self.selection)]
+                         *self.detect_data.overrides(self.selection, self.test_scenes)]
 
 
 def _paper_schedule(configs: tuple[str, ...], multiple: float) -> list[str]:
@@ -284,59 +297,6 @@ def _paper_schedule(configs: tuple[str, ...], multiple: float) -> list[str]:
     return ["SOLVER.MAX_ITER", str(max(1, round(max_iter * multiple))),
             "SOLVER.STEPS", str(tuple(max(1, round(t * multiple)) for t in steps)),
             "SOLVER.REFERENCE_WORLD_SIZE", str(ims // PAPER_IMAGES_PER_GPU)]
-
-
-# The main job's presets (one tool, four budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints
-# the estimate measured on the machine). full: the transfer comparison with 3 pretraining runs per backbone and
-# norm and 3 runs per scratch arm (the units of its intervals), at the demo's schedules -- chosen for the FrozenBN
-# legs (CONVERGENCE.md: 4 epochs and 1600 detection iterations give both AP50 > 85 on held-out scenes), the most
-# that fits 150 minutes; whether the GN arms converge there is open (the 3x scratch arm is the schedule axis); the
-# degradation experiment alone (3 seeds); `make demo-full` runs both. demo: one seed, about 12 minutes, the paper's
-# setting (FrozenBN) and the GN scratch control side by side as rows -- no comparison between them (they differ in
-# the norm too) and no call from one unit: at the demo's schedules the GN-pretrained ResNet-101 reached 59.3 AP50
-# (RESULTS.md), below the 80 the demo must show; family: six backbones of three families (FAMILY_BACKBONES) in
-# the paper's setting only (BN pretrained, frozen in detection: the arm published BN weights fit), 3 pretraining runs
-# each at full's schedules -- the leaderboard, the accuracy-vs-transfer correlation, plain vs residual at each depth;
-# quick: every arm of full at smoke scale, not converged.
-# The family preset's backbones: the three families at two depths each, plain and residual at 18 and 34 (the paper's
-# Table 2 pairs), VGG-16 (the paper's detection baseline) first: the backbone deltas are against it.
-FAMILY_BACKBONES = ("vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "resnet34")
-# The presets that rank backbones carry the positive control at half the pretraining budget: 2 epochs of full's 4,
-# where the held-out top-1 error is 11 points higher and far from chance (CONVERGENCE.md: VGG-16(BN) 35.6 vs
-# 24.4%) -- a known order a job must resolve, not "trained vs untrained": at 1/8 (half an epoch) the family preset's
-# VGG-16(BN) control never left chance (88.4% error, AP 15.1 vs 60.4 on 2026-12-06, RESULTS.md). Its cost: half a
-# pretraining run per seed plus one detection leg per seed.
-CONTROL_FRACTION = 0.5
-PRESETS = {
-    "full": {"pretrain_epochs": 4.0, "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
-             "scratch_seeds": (0, 1, 2), "control": CONTROL_FRACTION},
-    "degradation": {"backbones": (), "scratch": (), "arms": (), "degradation": RECIPE.models,
-                    "degradation_seeds": (0, 1, 2)},
-    "demo": {"pretrain_epochs": 4.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 1600,
-             "arms": ("frozenbn_pretrained", "gn_scratch")},
-    "family": {"backbones": FAMILY_BACKBONES, "arms": ("frozenbn_pretrained",), "pretrain_epochs": 4.0,
-               "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,
-               "control": CONTROL_FRACTION},
-    "quick": {"pretrain_epochs": 1.0, "pretrain_seeds": (0,), "detect_seeds": (0,), "detect_iterations": 400,
-              "control": CONTROL_FRACTION},
-    # The paper's headline (Table 8) as one job: VGG-16 vs ResNet-101, Faster R-CNN on COCO 2014 train -> val in the
-    # paper's setting (BN frozen; C4 / fc6-fc7), one ImageNet pretraining run each on a folder (or --weights MODEL=
-    # FILE: published weights) and 5 detection seeds nested under it, at paper scale. Its data under
-    # $DETECTRON2_DATASETS (default ./datasets: Detectron2's layout, coco/ and imagenet/); a cluster's job:
-    # `--slurm --gpus-per-stage 8`; `--dry-run` prints its stages and GPU-hours with no dataset present. Pretrained
-    # here, each backbone is one pretraining run: its comparison has one unit a side and no interval unless
-    # --pretrain-seeds gives two or more; from --weights, its 5 fine-tuning runs are the units.
-    "paper": {"backbones": ("vgg16", "resnet101"), "arms": ("frozenbn_pretrained",), "scale": "paper",
-              "pretrain_seeds": (0,), "detect_seeds": (0, 1, 2, 3, 4), "scratch": (),
-              "pretrain_data": PretrainData("imagenet"),
-              "detect_data": DetectData(COCO, ("coco/annotations/instances_train2014.json", "coco/train2014"),
-                                        ("coco/annotations/instances_val2014.json", "coco/val2014"))},
-}
-# What --scale paper changes besides the legs' configs (a --width given still applies): the published widths and
-# the ImageNet recipe's batch (He et al. Sec. 3.4: 256, lr 0.1).
-PAPER_SCALE = {"width": 1.0, "pretrain_batch": 256}
-PRESETS["paper"] |= PAPER_SCALE
-DEFAULT_PRESET = "demo"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from classification.engine.run_files import FINAL_CHECKPOINT, read_classificatio
 from ..report.comparison import Comparison, Spread, adjust, find, gated, spread
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN, compare_groups, differing_keys, group_runs, what_differs
 from ..report.runs import load_run
+from ..report.test_sampling import test_set_note
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
 from .control import NO_CONTROL, control_lines, control_results
 from .degradation_results import (
@@ -47,7 +48,7 @@ from .plan import MainJobPlan, Stage, group_label, pretraining_label
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
            "generated_notes", "data_text", "given_unit_text", "degradation_lines", "degradation_table",
            "degradation_comparison_lines",
-           "degradation_notes", "chance_ap", "DETECT_METRICS", "COMPARED_METRICS", "SECONDARY_METRICS"]
+           "degradation_notes", "DETECT_METRICS", "COMPARED_METRICS", "SECONDARY_METRICS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 # The metric the job's comparisons decide on, declared before any run: AP@[.5:.95], the paper's COCO metric (Table
@@ -295,7 +296,7 @@ def data_text(plan: MainJobPlan, manifest: dict | None) -> str:
                        "no pretraining here (every backbone from --weights)")
         return f"{plan.detect_data.describe()}, {pretraining}, {plan.scale} scale"
     where = "held-out training data (model selection)" if plan.selection else \
-        f"embedded default, {manifest['counts']['val']['images']} val images"
+        f"embedded default, {plan.test_scenes} val images"
     return f"{where} ({manifest['source']} objects, classes {', '.join(manifest['classes'])})"
 
 
@@ -369,6 +370,8 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)} (AP@[.5:.95], the "
                  f"paper's COCO metric), declared before the job ran; {' and '.join(SECONDARY_METRICS)} are "
                  "secondary: in the tables with intervals, never called (AP50 saturates on the embedded scenes).")
+    measured = [c for c in results.comparisons() if c.test_set_se is not None]
+    notes += [test_set_note(measured[0].test_images)] if measured else []
     notes += [f"{ln}." for ln in untrained_lines(results)]  # the control: the report's first section
     notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
     notes += [f"{c.a} vs {c.b}: the interval mixes units ({c.unit_a}s vs {c.unit_b}s): the side of a given "
@@ -473,28 +476,3 @@ def _backbone_notes(results: JobResults) -> list[str]:
                      "causes the difference; no cause is claimed.")
         notes.append(text)
     return notes
-
-
-def chance_ap(dataset: str = "embedded_val", boxes_per_image: int = 100, seed: int = 0) -> dict[str, float]:
-    """COCO AP of uniformly random boxes, scores and classes on `dataset`: the floor a detector must clear, scored
-    against the ground truth the detectors' evaluation uses (evaluation.coco.ground_truth_api: the json as the
-    training loader validated it, the same clipped and dropped boxes)."""
-    import numpy as np
-    from detectron2.data import DatasetCatalog
-
-    from ..evaluation import evaluate_coco
-    from ..evaluation.coco import ground_truth_api
-
-    records = DatasetCatalog.get(dataset)
-    coco, _ = ground_truth_api(dataset)
-    rng = np.random.default_rng(seed)
-    cat_ids = sorted(coco.getCatIds())
-    results = []
-    for rec in records:
-        w, h = rec["width"], rec["height"]
-        for _ in range(boxes_per_image):
-            x0, y0 = rng.uniform(0, w - 8), rng.uniform(0, h - 8)
-            bw, bh = rng.uniform(8, w - x0), rng.uniform(8, h - y0)
-            results.append({"image_id": rec["image_id"], "category_id": int(rng.choice(cat_ids)),
-                            "bbox": [x0, y0, bw, bh], "score": float(rng.uniform())})
-    return evaluate_coco(coco, results).stats

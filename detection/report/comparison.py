@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 __all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "gated", "find",
+           "with_test_set",
            "detectable", "units_for", "t_quantile",
            "LEVEL", "POWER", "HOLM"]
 
@@ -125,6 +126,9 @@ class Comparison:
     adjustment: Adjustment | None = None  # set by `adjust` when the comparison is one of a printed family
     terms: tuple[tuple[float, float, int], ...] = ()  # (weight, variance of its unit means, units) of each group
     #   of the contrast: what units_needed is recomputed from at the family's level (() in results written before)
+    test_set_se: float | None = None  # how far delta moves when the test images are drawn again, the units fixed
+    #   (report.test_sampling: a paired bootstrap over the images); shown beside the interval, not in it
+    test_images: int | None = None  # the test images those draws resample
 
     @property
     def decided_by(self) -> tuple[float, float] | None:
@@ -177,6 +181,11 @@ class Comparison:
             return f"one {self.unit_a if self.units[0] < 2 else self.unit_b}"
         return "identical unit means"
 
+    def _test_set_text(self, nd: int) -> str:
+        if self.test_set_se is None:
+            return ""
+        return f"; test-set sampling SE {self.test_set_se:.{nd}f} ({self.test_images} images redrawn)"
+
     def _adjusted_text(self, nd: int) -> str:
         adj = self.adjustment
         if adj is None or adj.interval is None:
@@ -199,7 +208,8 @@ class Comparison:
         # the gate's own words up to its details: "its positive control was not called", "the job ran no ..."
         gated = (f"; no call: {adj.gate.split(' (')[0]} (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
                  else "")
-        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}"
+        test = "" if self.test_set_se is None else f", test-set SE {self.test_set_se:.{nd}f}"
+        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}{test}"
                 + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))
 
     def describe(self, nd: int = 2) -> str:
@@ -218,7 +228,7 @@ class Comparison:
                    if self.adjustment is not None else "")
             return f"{head}, {p} ({counts}{fam}) -- no call: {self.why_no_interval}"
         lo, hi = self.interval
-        ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}"
+        ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}{self._test_set_text(nd)}"
         counts += f", df {self.df:.1f}"
         if self.adjustment is not None and self.adjustment.gate:
             return (f"{head}, {ci}, {p} ({counts}) -- no call: {self.adjustment.gate}; the smallest difference it "
@@ -379,6 +389,11 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
     return _finish(metric, a, b, unit, unit, [(1.0, a1), (-1.0, a2), (-1.0, b1), (1.0, b2)],
                    (len(a1) + len(a2), len(b1) + len(b2)), (r1 + r2, r3 + r4), sum(better) / len(better),
                    higher_is_better)
+
+
+def with_test_set(c: Comparison, se: float | None, images: int | None) -> Comparison:
+    """The comparison with its test-set part (report.test_sampling), or as it is when there is none."""
+    return c if se is None else replace(c, test_set_se=se, test_images=images)
 
 
 def gated(comparisons: Sequence[Comparison], why: str) -> list[Comparison]:

@@ -19,8 +19,9 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from .comparison import Comparison, Spread, compare, spread
+from .comparison import Comparison, Spread, compare, spread, with_test_set
 from .runs import RunResult
+from .test_sampling import image_count, run_replicates, test_set_se
 
 __all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "config_differences",
            "what_differs",
@@ -121,6 +122,17 @@ class RunGroup:
                 out.setdefault(self.unit_of(runs[0], by_run=by_run), []).append(statistics.fmean(vals))
         return out
 
+    def replicates(self, key: str, *, by_run: bool = False) -> dict[str, list] | None:
+        """unit -> the replicate vectors of `key` on the draws of the test images (test_sampling) of its finished
+        runs, as `values` groups them (a repeated seed: their mean); None when a run has none."""
+        out: dict[str, list] = {}
+        for runs in self.independent:
+            reps = [run_replicates(r, key) for r in runs]
+            if any(r is None for r in reps):
+                return None
+            out.setdefault(self.unit_of(runs[0], by_run=by_run), []).append(sum(reps) / len(reps))
+        return out
+
     def mean(self, key: str) -> float | None:
         m = self.metrics.get(key)
         return None if m is None else m.mean
@@ -189,12 +201,22 @@ def group_runs(runs: list[RunResult], labels: list[str] | None = None, *,
 
 
 def compare_groups(a: RunGroup, b: RunGroup, key: str) -> Comparison | None:
-    """a vs b on metric `key` (comparison.compare over each group's units); None where either has no value. When
-    both start from the same checkpoint(s) -- an ablation of the detector on one pretrained backbone -- the backbone
+    """a vs b on metric `key` (comparison.compare over each group's units), with its test-set part (test_sampling)
+    where both were scored on one test set whose draws every run has; None where either has no value. When both
+    start from the same checkpoint(s) -- an ablation of the detector on one pretrained backbone -- the backbone
     does not vary between them and the detection runs are the units."""
-    if a.unit == b.unit == PRETRAINING_RUN and a.checkpoints == b.checkpoints:
-        return compare(key, a.name, a.values(key, by_run=True), RUN, b.name, b.values(key, by_run=True), RUN)
-    return compare(key, a.name, a.values(key), a.unit, b.name, b.values(key), b.unit)
+    by_run = a.unit == b.unit == PRETRAINING_RUN and a.checkpoints == b.checkpoints
+    if by_run:
+        c = compare(key, a.name, a.values(key, by_run=True), RUN, b.name, b.values(key, by_run=True), RUN)
+    else:
+        c = compare(key, a.name, a.values(key), a.unit, b.name, b.values(key), b.unit)
+    if c is None:
+        return None
+    test_sets = {json.dumps(r.dataset_files, sort_keys=True, default=str) for g in (a, b) for r in g.finished}
+    ra, rb = a.replicates(key, by_run=by_run), b.replicates(key, by_run=by_run)
+    if len(test_sets) != 1 or ra is None or rb is None:
+        return c
+    return with_test_set(c, test_set_se([(1.0, ra), (-1.0, rb)]), image_count(a.finished[0]))
 
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:

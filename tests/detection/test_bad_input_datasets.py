@@ -207,19 +207,19 @@ def test_an_image_flipped_by_its_exif_tag_where_its_size_cannot_show_it_is_said_
 def test_the_chance_level_is_scored_against_the_ground_truth_training_and_evaluation_see(tmp_path, monkeypatch):
     """chance_ap read the raw json with pycocotools: a box the loader drops (negative width) was ground truth to
     the chance level but not to the detectors' evaluation."""
-    import detection.evaluation
+    import detection.evaluation.coco
     from detection.datasets import register_coco
-    from detection.main_job.results import chance_ap
+    from detection.evaluation.chance import chance_ap
 
     path = _coco_file(tmp_path, lambda d: d["annotations"].append(
         {"id": 2, "image_id": 1, "category_id": 1, "bbox": [20, 5, -6, 8], "area": 48, "iscrowd": 0}))
     register_coco("chance_dropped_box", path, str(tmp_path))
-    scored, evaluate = [], detection.evaluation.evaluate_coco
+    scored, evaluate = [], detection.evaluation.coco.evaluate_coco
 
     def spy(gt, results, **kwargs):
         scored.extend(a["id"] for a in gt.dataset["annotations"])
         return evaluate(gt, results, **kwargs)
 
-    monkeypatch.setattr(detection.evaluation, "evaluate_coco", spy)
+    monkeypatch.setattr(detection.evaluation.coco, "evaluate_coco", spy)
     assert 0.0 <= chance_ap("chance_dropped_box", boxes_per_image=5)["AP50"] <= 100.0
     assert scored == [1]  # the dropped box is not ground truth here either

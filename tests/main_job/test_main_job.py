@@ -11,7 +11,7 @@ from conftest import run_tool
 TINY = ["--pretrain-seeds", "0", "--seeds", "0", "--pretrain-epochs", "3", "--pretrain-images", "128",
         "--pretrain-val-images", "64", "--detect-iterations", "3", "--with-degradation", "--degradation-iterations",
         "2", "--degradation-seeds", "0", "1", "--arms", "gn_pretrained", "gn_scratch", "gn_scratch_3x",
-        "frozenbn_pretrained"]
+        "frozenbn_pretrained", "--test-scenes", "100"]
 STAGES = 4 + 8 + 8  # pretraining: 2 backbones x 2 norms; detection: 2 x 4 arms; degradation: 4 nets x 2 seeds
 
 

@@ -10,7 +10,8 @@ import pytest
 from detection.main_job.checks import check_arms
 from detection.main_job.cli import build_parser, plan_from_args
 from detection.main_job.control import control_lines
-from detection.main_job.plan import CONTROL_FRACTION, PRESETS, MainJobPlan, PlanError, plan_stages
+from detection.main_job.plan import MainJobPlan, PlanError, plan_stages
+from detection.main_job.presets import CONTROL_FRACTION, PRESETS
 from detection.main_job.results import generated_notes, job_results, summary_lines
 from fabricated_runs import make_run
 

@@ -196,7 +196,8 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     makes no call, correlation or scatter (the statistics: test_main_job_control.py)."""
     out = tmp_path / "job"
     backbones = ["resnet18", "resnet34", "plain18", "plain34", "vgg11_bn"]
-    proc = run_tool("tools/main_job.py", "--preset", "family", "--backbones", *backbones, "--pretrain-seeds", "0",
+    proc = run_tool("tools/main_job.py", "--preset", "family", "--test-scenes", "100", "--backbones", *backbones,
+                    "--pretrain-seeds", "0",
                     "1", "--pretrain-epochs", "2", "--pretrain-images", "128", "--pretrain-val-images", "64",
                     "--detect-iterations", "2", "--output-dir", out, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

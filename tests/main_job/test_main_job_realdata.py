@@ -40,7 +40,7 @@ def torchvision_files(tmp_path_factory):
 
 def _coco(tmp_path, exported, *, categories=None, test_images=None, name="instances_test.json"):
     """A copy of the exported COCO files: the test json with other categories, or only its first images."""
-    train, root, test, _ = exported.coco_args()
+    train, root, test, _ = exported.coco_args("val_100")  # the quick preset's test scenes
     data = json.loads(open(test).read())
     if categories is not None:
         data["categories"] = categories

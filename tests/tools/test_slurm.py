@@ -165,8 +165,9 @@ def test_the_main_job_as_a_slurm_job_graph_reports_what_a_local_run_reports(slur
     """tools/main_job.py --slurm: one job per stage, detection after its pretraining (afterok), the report last;
     at a tiny schedule its results equal those of the same job run here."""
     # one backbone: its graph has every kind of edge (pretraining -> transfer, all -> report) at half the stages
-    tiny = ["--backbones", "vgg16_bn", "--pretrain-seeds", "0", "--seeds", "0", "--pretrain-epochs", "2",
-            "--pretrain-images", "128", "--pretrain-val-images", "32", "--detect-iterations", "2", "--threads", "1"]
+    tiny = ["--backbones", "vgg16_bn", "--test-scenes", "100", "--pretrain-seeds", "0", "--seeds", "0",
+            "--pretrain-epochs", "2", "--pretrain-images", "128", "--pretrain-val-images", "32", "--detect-iterations",
+            "2", "--threads", "1"]
     submitted = run_tool("tools/main_job.py", "--slurm", "--output-dir", tmp_path / "slurm", *tiny, env=ENV,
                          timeout=300)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
@@ -205,7 +206,7 @@ def test_a_real_data_main_job_on_slurm_survives_a_requeue_and_reports_what_a_loc
     torch.save(torchvision.models.resnet18().state_dict(), weights)
     job = ["--preset", "quick", "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1",
            "--arms", "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "8", "--threads", "1",
-           "--no-control", "--detect-coco", *files.coco_args()]  # one stage: the requeue is what is tested
+           "--no-control", "--detect-coco", *files.coco_args("val_100")]  # one stage: the requeue is what is tested
     submitted = run_tool("tools/main_job.py", "--slurm", "--output-dir", tmp_path / "slurm", *job, env=ENV,
                          timeout=300)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
@@ -245,7 +246,7 @@ def test_a_main_job_stage_spans_two_nodes_as_one_distributed_run(slurm_cluster, 
     submitted = run_tool("tools/main_job.py", "--slurm", "--nodes-per-stage", "2", "--preset", "quick",
                          "--backbones", "resnet18", "--weights", f"resnet18={weights}", "--width", "1", "--arms",
                          "frozenbn_pretrained", "--seeds", "0", "--detect-iterations", "2", "--threads", "1",
-                         "--no-control", "--detect-coco", *files.coco_args(), "--output-dir", out, env=ENV,
+                         "--no-control", "--detect-coco", *files.coco_args("val_100"), "--output-dir", out, env=ENV,
                          timeout=300)
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
     stage_id, report_id = re.findall(r"submitted (\d+): ", submitted.stdout)

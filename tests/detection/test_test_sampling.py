@@ -1,0 +1,89 @@
+"""detection.report.test_sampling: each comparison of runs scored on one COCO test set carries how far Δ moves when
+the test images are drawn again (units fixed), shown beside its interval; a run whose ground truth file is not what
+it was scored on gets none; a recomputed comparison keeps the part its job measured and drops a malformed one."""
+
+import json
+
+import numpy as np
+import pytest
+from test_resampled_ap import IMAGES, _coco, _data  # the evaluation test's synthetic set
+
+from detection.evaluation.resampled import image_draws, image_matches, resampled_ap
+from detection.main_job.compare import recomputed
+from detection.report.comparison import compare
+from detection.report.groups import compare_groups, group_runs
+from detection.report.runs import RunResult
+from detection.report.test_sampling import test_set_se as se_over_draws  # (a test_ name pytest would collect)
+
+
+def _run(tmp_path, name, dataset, results, json_file, *, ap=None):
+    """A finished COCO-scored run directory: its detections file and the AP its evaluation recorded."""
+    path = tmp_path / name
+    run = RunResult(name, str(path), "finished", weights="", seed=int(name[-1]), kind="coco", dataset="test",
+                    dataset_files={"json_file": str(json_file)}, config={"MODEL": {"X": 1}})
+    run.predictions_file.parent.mkdir(parents=True)
+    run.predictions_file.write_text(json.dumps(results))
+    whole = resampled_ap(image_matches(_coco(dataset), json.loads(json.dumps(results))), np.ones((1, IMAGES)))
+    run.metrics = {"AP": float(whole["AP"][0]) if ap is None else ap}
+    return run
+
+
+def _jitter(results, seed):
+    rng = np.random.default_rng(seed)
+    return [{**r, "bbox": [v + rng.normal(0, 2) for v in r["bbox"]]} for r in results]
+
+
+def test_a_comparison_of_two_groups_on_one_test_set_carries_the_sd_of_delta_over_shared_draws(tmp_path):
+    dataset, results = _data()
+    gt = tmp_path / "gt.json"
+    gt.write_text(json.dumps(dataset))
+    runs = [_run(tmp_path, f"{side}_s{i}", dataset, _jitter(results, 10 * k + i), gt)
+            for k, side in enumerate("ab") for i in range(3)]
+    a, b = group_runs(runs, ["a"] * 3 + ["b"] * 3)
+    c = compare_groups(a, b, "AP")
+    # by hand: every run on the same draws, each side's mean of its runs (units: runs from scratch), Δ per draw
+    draws = image_draws(IMAGES)
+    per_run = [resampled_ap(image_matches(_coco(dataset), json.loads(json.dumps(_jitter(results, 10 * k + i)))),
+                            draws)["AP"] for k in range(2) for i in range(3)]
+    delta = np.mean(per_run[:3], axis=0) - np.mean(per_run[3:], axis=0)
+    assert c.test_images == IMAGES and c.test_set_se == pytest.approx(np.std(delta, ddof=1), rel=1e-12)
+    assert f"test-set sampling SE {c.test_set_se:.2f} ({IMAGES} images redrawn)" in c.describe()
+    assert f"test-set SE {c.test_set_se:.2f}" in c.cell()
+    same = compare_groups(a, group_runs(runs[:3], ["a2"] * 3)[0], "AP")
+    assert same.test_set_se == 0.0  # the same runs on both sides: the draws move both alike
+
+
+def test_a_run_scored_on_other_ground_truth_than_its_path_now_holds_has_no_test_set_part(tmp_path):
+    """A relative json path read from another directory, or a file replaced since: its AP on the whole set is not
+    the recorded one, and a test-set SE from it would be silently wrong."""
+    dataset, results = _data()
+    gt = tmp_path / "gt.json"
+    gt.write_text(json.dumps(dataset))
+    good = [_run(tmp_path, f"a_s{i}", dataset, results, gt) for i in range(2)]
+    stale = [_run(tmp_path, f"b_s{i}", dataset, results, gt, ap=99.0) for i in range(2)]
+    a, b = group_runs(good + stale, ["a", "a", "b", "b"])
+    assert compare_groups(a, b, "AP").test_set_se is None
+    missing = _run(tmp_path, "c_s0", dataset, results, tmp_path / "absent.json")
+    assert compare_groups(a, group_runs([missing], ["c"])[0], "AP").test_set_se is None
+
+
+def test_the_contrast_of_unit_means_is_taken_per_draw():
+    one, two = np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0])
+    # A: two units, one of two runs; B: one unit -> Δ per draw = mean(mean(one, two), one) - two
+    got = se_over_draws([(1.0, {"u1": [one, two], "u2": [one]}), (-1.0, {"v": [two]})])
+    assert got == pytest.approx(np.std((np.mean([(one + two) / 2, one], axis=0) - two), ddof=1))
+    assert se_over_draws([(1.0, {}), (-1.0, {"v": [two]})]) is None
+
+
+@pytest.mark.parametrize("recorded, kept", [((0.41, 1000), (0.41, 1000)), (("0.41", 1000), (None, None)),
+                                             ((float("nan"), 1000), (None, None)), ((0.41, True), (None, None)),
+                                             ((-1.0, 1000), (None, None))])
+def test_a_recomputed_comparison_keeps_the_test_set_part_its_job_measured_and_drops_a_malformed_one(recorded,
+                                                                                                 kept):
+    values = {"a": {"p0": [50.0], "p1": [52.0]}, "b": {"p0": [45.0], "p1": [44.0], "p2": [47.0]}}
+    res = {"groups": [{"name": n, "unit": "pretraining run", "values": {"AP": v}} for n, v in values.items()]}
+    d = {"metric": "AP", "a": "a", "b": "b", "test_set_se": recorded[0], "test_images": recorded[1]}
+    c = recomputed(res, "deltas", 0, d)
+    assert (c.test_set_se, c.test_images) == kept
+    assert c.interval == compare("AP", "a", values["a"], "pretraining run", "b", values["b"],
+                                 "pretraining run").interval
