@@ -8,7 +8,8 @@ A second draw of test images would move every AP. What matters to a comparison i
 rule -- detections of a category sorted by score (stable), precision made monotone, read at 101 recall thresholds,
 averaged over IoU 0.50:0.95 and the categories with ground truth in the draw -- with each detection and ground-truth
 box weighted by its image's multiplicity in the draw, which is what duplicating the image does (an image drawn 0
-times drops out; a draw of every image once gives COCOeval's AP: tested).
+times drops out; a draw of every image once gives COCOeval's AP; tested against COCOeval on drawn sets built for
+real -- equal but where two images' detections tie in score, whose order COCOeval takes from the image ids).
 
 The report (report.test_sampling) turns the replicates into each comparison's test-set standard error, shown beside
 its interval over the units.

@@ -13,6 +13,7 @@ from classification.analysis.degradation import RECIPE
 from classification.engine.config import SEED_LIMIT
 
 from .arms import ARMS, arm_comparisons, unfair_keys
+from .data import EMBEDDED_TEST_SETS
 from .plan import SCALES, MainJobPlan, PlanError
 
 __all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms"]
@@ -53,6 +54,9 @@ def validate_plan(plan: MainJobPlan) -> None:
     for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
         if not 0 < getattr(plan, name) < math.inf:
             raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
+    if plan.test_scenes not in EMBEDDED_TEST_SETS:
+        raise PlanError(f"--test-scenes {plan.test_scenes}: the embedded test sets have "
+                        f"{' or '.join(map(str, sorted(EMBEDDED_TEST_SETS)))} scenes")
     if plan.pretrain_warmup_until_error is not None and not 0 < plan.pretrain_warmup_until_error < 1:
         raise PlanError("--pretrain-warmup-until-error is a training error in (0, 1), got "
                         f"{plan.pretrain_warmup_until_error!r}")

@@ -23,6 +23,7 @@ from classification.engine.errors import UsageError
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_DATA, JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
+from ..datasets.embedded import EmbeddedSpec
 from ..evaluation.chance import chance_ap
 from ..project import project_files
 from ..report import ReportSection
@@ -276,9 +277,11 @@ def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tup
 
     manifest = ensure_embedded_dataset()  # the calibration's legs run on it, whatever the job's data
     line = (f"[main job] {manifest['source']} objects, classes {manifest['classes']}, "
-            f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images"
-            if plan.detect_data.embedded else f"[main job] {data_text(plan, None)}")
-    test_images = plan.test_scenes if plan.detect_data.embedded else 0  # the user's test set: in the 15 s
+            f"{manifest['counts']['train']['images']} train / {manifest['counts']['val']['images']} val images; "
+            f"legs scored on {plan.embedded_test_set()}" if plan.detect_data.embedded else
+            f"[main job] {data_text(plan, None)}")
+    test_images = (plan.test_scenes if not plan.selection else EmbeddedSpec().num_holdout) \
+        if plan.detect_data.embedded else 0  # the user's test set: in the 15 s
     return Estimator(measure_step_seconds(plan, threads, keys), args.jobs, test_images), line
 
 

@@ -181,13 +181,13 @@ INFERENCE_PER_STEP = 0.4
 class Estimator:
     """Remaining minutes: each stage's iterations x seconds per iteration of its kind (measured by the running and
     finished stages of that kind, else the calibration), plus per-stage start-up and evaluation as measured by the
-    finished stages (else the calibration's 15 s, and for a detection leg its `eval_images` test images at
-    INFERENCE_PER_STEP of a step each), divided by the parallel stages."""
+    finished stages of its kind (else the calibration's 15 s, and for a detection leg its `eval_images` test images
+    at INFERENCE_PER_STEP of a step each), divided by the parallel stages."""
 
     def __init__(self, calibration: dict, jobs: int, eval_images: int = 0):
         self.calibration, self.jobs, self.eval_images = calibration, jobs, eval_images
         self.measured: dict[tuple, list[float]] = {}
-        self.overhead: list[float] = []
+        self.overhead: dict[str, list[float]] = {}  # per stage kind: a detection leg's includes its evaluation
 
     def observe(self, stage: Stage, wall: float | None = None) -> None:
         prog = read_progress(stage.out)
@@ -195,14 +195,15 @@ class Estimator:
             rate = prog["seconds"] / (prog["iteration"] - prog["start_iteration"])
             self.measured[stage.rate_key] = [rate]
             if wall is not None and prog["start_iteration"] == 1:
-                self.overhead.append(max(0.0, wall - rate * stage.iterations))
+                self.overhead.setdefault(stage.kind, []).append(max(0.0, wall - rate * stage.iterations))
 
     def rate(self, stage: Stage) -> float:
         m = self.measured.get(stage.rate_key)
         return m[-1] if m else self.calibration.get(stage.rate_key, 0.1)
 
     def stage_seconds(self, stage: Stage, done_fraction: float = 0.0) -> float:
-        over = statistics.median(self.overhead) if self.overhead else 15.0 + (
+        seen = self.overhead.get(stage.kind)
+        over = statistics.median(seen) if seen else 15.0 + (
             INFERENCE_PER_STEP * self.rate(stage) * self.eval_images if stage.kind == "detect" else 0.0)
         return (1 - done_fraction) * (self.rate(stage) * stage.iterations + over)
 

@@ -140,7 +140,7 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--detect-iterations", type=int, default=None)
     ap.add_argument("--test-scenes", type=int, choices=sorted(EMBEDDED_TEST_SETS), default=None,
                     help="the embedded scenes the legs are scored on: the 1000 val scenes (default), or their first "
-                         "100 (the quick preset: smoke scale, where 900 more would add ~10 s a leg)")
+                         "100 (the quick preset's default: smoke scale, where 900 more add ~17 s a leg)")
     ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
                     help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
                          "6, 7; on in the full preset)")
@@ -218,6 +218,9 @@ def plan_from_args(args) -> MainJobPlan:
     if args.test_scenes is not None and not plan.detect_data.embedded:  # never ignored
         raise PlanError(f"--test-scenes {args.test_scenes} chooses among the embedded val scenes; your own data's "
                         "test set is the one --detect-coco / --detect-voc names")
+    if args.test_scenes is not None and plan.selection:
+        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the val scenes; --selection scores the "
+                        "held-out training scenes instead")
     if args.control is not None and plan.control_arm() is None:  # never ignored: there is nothing to control
         raise PlanError(f"--control {args.control:g}: the plan has no pretrained arm of a backbone to control "
                         f"(--arms {' '.join(plan.arms) or '(none)'}); leave it out")

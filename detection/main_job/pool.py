@@ -107,8 +107,8 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
         for i, d in enumerate(pooled[kind]):
             if not isinstance(d, dict) or not {"a", "b", "metric"} <= set(d):
                 continue
-            if kind in GROUP_KINDS and d["metric"] != TOP1_METRIC:
-                d = {**d, "metric": metric}
+            if kind in GROUP_KINDS and d["metric"] not in (TOP1_METRIC, metric):  # its test-set SE was another
+                d = {**d, "metric": metric, "test_set_se": None}  # metric's
             sides = {_backbone_of(pooled, d["a"]), _backbone_of(pooled, d["b"])}
             if kind in GROUP_KINDS and sides & untrained:
                 continue

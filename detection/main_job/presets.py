@@ -35,7 +35,8 @@ FAMILY_BACKBONES = ("vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "r
 CONTROL_FRACTION = 0.5
 # The family preset's pretraining warm-up, for every backbone alike: lr x0.1 until the running training error is below
 # 80% (the paper's ResNet-110 rule). Without it plain-34 stayed at chance in every seed (89.5% error); with it,
-# seed 0 ends at 63.3% (CONVERGENCE.md, 2026-12-06); nets that learn at once leave it within the first iterations.
+# seeds 0-2 end at 63-67% (CONVERGENCE.md, 2026-12-06). Its cost: nets slow to start at lr x0.1 stay in it longer
+# (ResNet-34, zero-init blocks: ~900 of 1875 iterations, 33.3 vs 25.0% error at seed 0).
 FAMILY_WARMUP_UNTIL_ERROR = 0.8
 PRESETS = {
     "full": {"pretrain_epochs": 4.0, "pretrain_seeds": (0, 1, 2), "detect_seeds": (0,), "detect_iterations": 1600,

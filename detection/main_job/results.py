@@ -370,7 +370,7 @@ def generated_notes(results: JobResults, plan: MainJobPlan) -> list[str]:
                  f"family-adjusted interval excludes 0; decided on {', '.join(COMPARED_METRICS)} (AP@[.5:.95], the "
                  f"paper's COCO metric), declared before the job ran; {' and '.join(SECONDARY_METRICS)} are "
                  "secondary: in the tables with intervals, never called (AP50 saturates on the embedded scenes).")
-    measured = [c for c in results.comparisons() if c.test_set_se is not None]
+    measured = [c for c in results.comparisons() if c.test_set_se is not None and c.interval is not None]
     notes += [test_set_note(measured[0].test_images)] if measured else []
     notes += [f"{ln}." for ln in untrained_lines(results)]  # the control: the report's first section
     notes += [f"{g.name}: {given_unit_text(g)}." for g in results.groups if g.unit == FINE_TUNING_RUN]
@@ -409,8 +409,16 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
                   f"Pretraining recipe: identical data, augmentation, schedule and batch; the learning rate is each "
                   f"net's reference one ({lrs}), and residual nets start with the last norm of each block at zero; "
                   "each pretrained arm pretrains with the norm it is fine-tuned with (GN, or BN for the paper's "
-                  "FrozenBN setting)."]
+                  "FrozenBN setting)." + _warmup_text(plan)]
     return notes
+
+
+def _warmup_text(plan: MainJobPlan) -> str:
+    u = plan.pretrain_warmup_until_error
+    return "" if u is None else (
+        f" Every net warms up at lr x0.1 until its running training error is below {100 * u:g}% (the paper's "
+        "ResNet-110 rule; without it plain-34 never leaves chance, with it ResNet-34 starts later: "
+        "CONVERGENCE.md), so the ranking is under this recipe.")
 
 
 def _own_data_note(plan: MainJobPlan, arms: str) -> str:

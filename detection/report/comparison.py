@@ -226,7 +226,7 @@ class Comparison:
         if self.interval is None:
             fam = (f"; one of {self.adjustment.size} in the family ({self.adjustment.method}), never called"
                    if self.adjustment is not None else "")
-            return f"{head}, {p} ({counts}{fam}) -- no call: {self.why_no_interval}"
+            return f"{head}{self._test_set_text(nd)}, {p} ({counts}{fam}) -- no call: {self.why_no_interval}"
         lo, hi = self.interval
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}{self._test_set_text(nd)}"
         counts += f", df {self.df:.1f}"

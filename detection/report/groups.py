@@ -127,6 +127,9 @@ class RunGroup:
         runs, as `values` groups them (a repeated seed: their mean); None when a run has none."""
         out: dict[str, list] = {}
         for runs in self.independent:
+            runs = [r for r in runs if (v := r.metrics.get(key)) is not None and math.isfinite(v)]  # as `values`
+            if not runs:
+                continue
             reps = [run_replicates(r, key) for r in runs]
             if any(r is None for r in reps):
                 return None

@@ -5,9 +5,10 @@ test set; a second draw of test images would move every AP, and the part of that
 the two sides moves Δ. `test_set_se` measures it: each run's AP on the same REPLICATES draws of its test images
 (evaluation.resampled: a paired bootstrap over the images, COCO's matching and accumulation), Δ recomputed on every
 draw with the units fixed (the unit means of each side, as Δ is made), and the standard deviation of those Δ.
-It is shown beside the interval, not folded into it: the interval and the call stay the seeds' (what the job
-varies), and a reader sees whether the test set's sampling is small beside them (on the embedded 1000 val scenes)
-or not (on 100: RESULTS.md).
+It is shown beside the interval, not folded into it: the interval and the call stay the units' (what the job
+varies). Part of it -- each run's own luck on these images -- differs between units and is inside the interval
+already; the part the runs of a side share is not; adding the two would count the first twice. On the embedded 1000
+val scenes it is a third of the seeds' SE or less, on 100 as large as it (CONVERGENCE.md).
 
 Only runs scored with COCO AP whose detections file (inference/<dataset>/coco_instances_results.json) and ground
 truth json are present have replicates; a comparison with any run lacking them has no test-set part (None).
@@ -60,8 +61,10 @@ def _draws(run: RunResult) -> tuple[int, dict[str, np.ndarray]] | None:
     try:
         images, whole, draws = _replicates(str(run.predictions_file), pred.st_mtime_ns, pred.st_size, json_file,
                                            gt.st_mtime_ns, gt.st_size)
-    except (RunFileError, DatasetFormatError, OSError, ValueError, KeyError, TypeError):
-        return None  # unreadable or malformed files: no test-set part (the run's own numbers are read elsewhere)
+    except (RunFileError, DatasetFormatError, OSError, ValueError, KeyError, TypeError, AssertionError):
+        # unreadable or malformed files, or detections of images the ground truth lacks (pycocotools' loadRes
+        # asserts): no test-set part; the run's own numbers are read elsewhere
+        return None
     return (images, draws) if abs(whole - run.metrics["AP"]) < AP_TOLERANCE else None
 
 
@@ -108,7 +111,8 @@ def test_set_se(terms: Sequence[tuple[float, Replicates]]) -> float | None:
 
 def test_set_note(images: int) -> str:
     """What the test-set SE beside each interval is, for a report's notes."""
-    return (f"Beside each interval, the test-set sampling SE: how far Δ moves when the {images} test images are "
-            f"drawn again ({REPLICATES} draws with replacement, the same for every run; the units fixed). It is not "
-            "in the interval, which is over the units, and decides nothing: where it is small beside the interval, "
-            "another draw of test images would not change the call.")
+    return (f"Beside each interval, the test-set sampling SE: the SD of Δ when the {images} test images are drawn "
+            f"again ({REPLICATES} draws with replacement, the same for every run; the units fixed). The part of it "
+            "that is each run's own luck on these images differs between units and is already in the interval; "
+            "the part every run of a side shares is not. It is the scale of the test set's sampling, shown, not "
+            "added: a call whose interval ends several test-set SEs from 0 would survive another draw of images.")

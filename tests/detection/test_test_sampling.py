@@ -65,6 +65,14 @@ def test_a_run_scored_on_other_ground_truth_than_its_path_now_holds_has_no_test_
     assert compare_groups(a, b, "AP").test_set_se is None
     missing = _run(tmp_path, "c_s0", dataset, results, tmp_path / "absent.json")
     assert compare_groups(a, group_runs([missing], ["c"])[0], "AP").test_set_se is None
+    other = tmp_path / "other.json"  # detections of images this ground truth lacks: pycocotools asserts
+    other.write_text(json.dumps({**dataset, "images": dataset["images"][:2],
+                                 "annotations": [x for x in dataset["annotations"] if x["image_id"] <= 2]}))
+    foreign = [_run(tmp_path, f"d_s{i}", dataset, results, gt) for i in range(4)]
+    for r in foreign:
+        r.dataset_files = {"json_file": str(other)}
+    d, e = group_runs(foreign, ["d", "d", "e", "e"])
+    assert compare_groups(d, e, "AP").test_set_se is None
 
 
 def test_the_contrast_of_unit_means_is_taken_per_draw():

@@ -187,6 +187,7 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
     ({"pretrain_epochs": float("inf")}, "--pretrain-epochs must be positive and finite, got inf"),
     ({"pretrain_epochs": float("nan")}, "--pretrain-epochs must be positive and finite, got nan"),
     ({"pretrain_train_images": 0}, "--pretrain-images must be positive"),
+    ({"test_scenes": 500}, "--test-scenes 500: the embedded test sets have 100 or 1000 scenes"),
     ({"pretrain_warmup_until_error": 1.5}, "--pretrain-warmup-until-error is a training error in (0, 1), got 1.5"),
 ])
 def test_a_plan_that_cannot_run_is_refused_naming_the_option(change, message):
@@ -282,6 +283,24 @@ def test_legs_are_scored_on_the_1000_val_scenes_and_at_smoke_scale_on_their_firs
         assert legs and {_test_set(s) for s in legs} == {f'("{name}",)'} and plan.embedded_test_set() == name
     with pytest.raises(PlanError, match=r"--test-scenes 100 chooses among the embedded val scenes"):
         plan_from_args(parser.parse_args(["--test-scenes", "100", "--detect-coco", "a", "b", "c", "d"]))
+    with pytest.raises(PlanError, match=r"--selection scores the held-out training scenes instead"):
+        plan_from_args(parser.parse_args(["--test-scenes", "100", "--selection"]))
+
+
+def test_a_legs_estimate_counts_its_evaluation_until_finished_legs_measure_their_own(tmp_path):
+    """The dry run adds INFERENCE_PER_STEP of a step per test image to a leg's 15 s; once stages finish, each kind's
+    own measured start-up and evaluation replaces it -- a finished pretraining's never stands for a leg's."""
+    from detection.main_job.graph import INFERENCE_PER_STEP, Estimator
+
+    stages = plan_stages(replace(MainJobPlan(), **PRESETS["demo"]), tmp_path)
+    leg = next(s for s in stages if s.kind == "detect")
+    pre = next(s for s in stages if s.kind == "pretrain")
+    est = Estimator({leg.rate_key: 0.05, pre.rate_key: 0.1}, 1, eval_images=1000)
+    assert est.stage_seconds(leg) == pytest.approx(0.05 * leg.iterations + 15 + INFERENCE_PER_STEP * 0.05 * 1000)
+    assert est.stage_seconds(pre) == pytest.approx(0.1 * pre.iterations + 15)
+    est.overhead["pretrain"] = [3.0]
+    assert est.stage_seconds(pre) == pytest.approx(0.1 * pre.iterations + 3)
+    assert est.stage_seconds(leg) == pytest.approx(0.05 * leg.iterations + 15 + INFERENCE_PER_STEP * 50)
 
 
 def test_the_family_preset_warms_every_pretraining_up_until_the_error_leaves_80_percent(tmp_path):
