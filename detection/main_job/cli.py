@@ -38,6 +38,7 @@ from .data import (
     check_data_identity,
     data_identity,
     record_data_identity,
+    test_set_identity,
 )
 from .family import family_sections
 from .given_top1 import given_weights_top1
@@ -428,6 +429,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
     results = job_results(stages, plan, {m: {run: layer_mean(r) for run, r in runs.items()}
                                          for m, runs in responses.items()}, given_top1)
     results.data = data_text(plan, manifest)
+    results.test_set = test_set_identity(dataset) if runs else {}
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
     control = control_lines(results)  # before any table: what the job can call at all
     lead, family_figures = family_sections(results, out / "report", control)  # the leaderboard opens with it

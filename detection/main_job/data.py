@@ -26,7 +26,7 @@ from classification.engine.run_files import JOB_DATA, RunFileError, read_json
 from ..datasets.embedded import SMALL_VAL_SCENES, EmbeddedSpec
 
 __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
-           "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets",
+           "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets", "test_set_identity",
            "check_data", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
            "folder_train_images"]
 
@@ -281,6 +281,17 @@ def data_identity(pretrain: PretrainData, detect: DetectData) -> dict[str, str]:
     if pretrain.folder is not None:
         out[pretrain.folder] = _listing(Path(pretrain.folder))
     return out
+
+
+def test_set_identity(dataset: str) -> dict[str, str]:
+    """The registered test set a job's legs were scored on, by content (results.json "test_set": parts of a preset
+    pool only when scored on one): its COCO json's sha256, or a VOC split's (split file and annotations)."""
+    from detectron2.data import MetadataCatalog
+
+    meta = MetadataCatalog.get(dataset)
+    if hasattr(meta, "dirname") and hasattr(meta, "split"):
+        return {"name": dataset, "content": _voc_split(Path(meta.dirname) / "ImageSets" / "Main" / f"{meta.split}.txt")}
+    return {"name": dataset, "content": file_sha256(Path(meta.json_file))}
 
 
 def check_data_identity(out: Path, identity: dict[str, str]) -> None:

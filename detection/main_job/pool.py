@@ -14,6 +14,7 @@ The current rules, applied to every part whatever version wrote it:
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 
 from classification.analysis.degradation import RECIPE
@@ -52,6 +53,17 @@ def _untrained(res: dict) -> set[str]:
         if stuck:
             out.add(model)
     return out
+
+
+def _one_test_set(parts: list[dict], names: list[str]) -> None:
+    """PoolError unless every part was scored on one test set (results.json "test_set", by content); parts written
+    before it was recorded pool only with each other."""
+    seen = {json.dumps(res.get("test_set") or None, sort_keys=True) if isinstance(res, dict) else "null"
+            for res in parts}
+    if len(seen) > 1:
+        sets = "; ".join(f"{n}: {(r.get('test_set') or {}).get('name', 'not recorded')}" if isinstance(r, dict)
+                         else f"{n}: not recorded" for r, n in zip(parts, names))
+        raise PoolError(f"the parts were not scored on one test set ({sets}): their comparisons are not one family")
 
 
 def _merge(parts: list[dict], names: list[str]) -> tuple[dict, dict[str, list[str]]]:
@@ -99,6 +111,7 @@ def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) ->
 
 def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
     """The parts (results.json dicts, named by `names` in messages and in the family) as one results dict."""
+    _one_test_set(parts, names)
     pooled, origin = _merge(parts, names)
     untrained = _untrained(pooled)
     metric = COMPARED_METRICS[0]
@@ -127,6 +140,7 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
         c = gated([c], gate)[0] if gate and kind not in DEGRADATION_FIELDS else c
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
     pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
+               "test_set": parts[0].get("test_set") or {},  # one for all parts (_one_test_set)
                "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name, "pretraining_at_chance": n}
                             for name, c, n in controls]}
     pooled.pop("control", None)

@@ -109,6 +109,7 @@ class JobResults:
     plain_vs_residual: list[Comparison] = field(default_factory=list)
     correlation: Correlation | None = None
     data: str = ""  # what the job ran on (data_text: the embedded set, or the files given, and the scale)
+    test_set: dict = field(default_factory=dict)  # data.test_set_identity: what its legs were scored on, by content
     # The positive control (plan.control): the backbone's full-budget group vs its control group on the compared
     # metric, and their pretraining top-1 errors (the gap the control is made of); the gate: why the family makes no
     # calls (None: the control was called, or results made without a plan)

@@ -56,6 +56,23 @@ def test_two_runs_of_one_part_are_refused_naming_the_group():
         pool_results(parts, names)
 
 
+@pytest.mark.bad_input
+@pytest.mark.parametrize("sets", [({"name": "embedded_val", "content": "a"}, {"name": "embedded_val", "content": "b"}),
+                                  ({"name": "embedded_val", "content": "a"}, None)])
+def test_parts_scored_on_different_test_sets_are_refused_naming_them(sets):
+    """1000 val scenes and the earlier 100, or one recorded and one not: not one family."""
+    parts, names = _parts(*HALVES)
+    for res, test_set in zip(parts, sets):
+        if test_set is not None:
+            res["test_set"] = test_set
+    with pytest.raises(PoolError, match=r"not scored on one test set \(results/full_resnet101_2026-12-04_amd.json: "
+                                        r"embedded_val; results/full_vgg16_bn_2026-12-06_intel.json: "):
+        pool_results(parts, names)
+    for res in parts:  # one recorded test set: pooled
+        res["test_set"] = sets[0]
+    assert pool_results(parts, names)["test_set"] == sets[0]
+
+
 def test_compare_jobs_pool_writes_the_pooled_results_and_a_block_can_cite_the_parts(tmp_path):
     out = tmp_path / "pooled.json"
     proc = run_tool("tools/compare_jobs.py", "--pool", *(REPO / h for h in HALVES), "--output", out, "--preset",
