@@ -57,9 +57,12 @@ def validate_plan(plan: MainJobPlan) -> None:
     if plan.test_scenes not in EMBEDDED_TEST_SETS:
         raise PlanError(f"--test-scenes {plan.test_scenes}: the embedded test sets have "
                         f"{' or '.join(map(str, sorted(EMBEDDED_TEST_SETS)))} scenes")
-    if plan.pretrain_warmup_until_error is not None and not 0 < plan.pretrain_warmup_until_error < 1:
-        raise PlanError("--pretrain-warmup-until-error is a training error in (0, 1), got "
-                        f"{plan.pretrain_warmup_until_error!r}")
+    for model, error in plan.pretrain_warmup:  # never ignored: a net the job does not pretrain would not use it
+        if model not in plan.pretrained_here():
+            raise PlanError(f"--pretrain-warmup {model}={error:g}: {model} is not pretrained by this job "
+                            f"(it pretrains {', '.join(plan.pretrained_here()) or 'nothing'})")
+        if not 0 < error < 1:
+            raise PlanError(f"--pretrain-warmup {model}={error!r}: the training error is a fraction in (0, 1)")
     if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
     _validate_data(plan)

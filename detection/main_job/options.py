@@ -133,10 +133,10 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
-    ap.add_argument("--pretrain-warmup-until-error", type=float, default=None, metavar="ERROR",
-                    help="pretrain at lr x0.1 until the running training error is below ERROR (a fraction; the "
-                         "paper's ResNet-110 rule: 0.8), every backbone alike (default: 0.8 in the family preset, "
-                         "none in the others)")
+    ap.add_argument("--pretrain-warmup", action="append", default=[], metavar="MODEL=ERROR",
+                    help="pretrain MODEL at lr x0.1 until its running training error is below ERROR (a fraction; "
+                         "the paper's rule for ResNet-110: 0.8); repeatable; replaces the preset's (family: "
+                         "plain34=0.8)")
     ap.add_argument("--detect-iterations", type=int, default=None)
     ap.add_argument("--test-scenes", type=int, choices=sorted(EMBEDDED_TEST_SETS), default=None,
                     help="the embedded scenes the legs are scored on: the 1000 val scenes (default), or their first "
@@ -178,7 +178,6 @@ def plan_from_args(args) -> MainJobPlan:
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),
-                        ("pretrain_warmup_until_error", args.pretrain_warmup_until_error),
                         ("detect_iterations", args.detect_iterations), ("test_scenes", args.test_scenes),
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
@@ -192,6 +191,9 @@ def plan_from_args(args) -> MainJobPlan:
     if args.weights_top1:
         changes["weights_top1"] = tuple((m, _number("--weights-top1", m, v))
                                         for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
+    if args.pretrain_warmup:
+        pairs = [_pair("--pretrain-warmup", t) for t in args.pretrain_warmup]
+        changes["pretrain_warmup"] = tuple((m, _number("--pretrain-warmup", m, v)) for m, v in pairs)
     if args.width is not None:
         changes["width"] = args.width
     if args.no_control or args.control is not None:
@@ -204,7 +206,7 @@ def plan_from_args(args) -> MainJobPlan:
         given = [o for o, v in (("--detect-iterations", args.detect_iterations),
                                 ("--pretrain-epochs", args.pretrain_epochs),
                                 ("--pretrain-val-images", args.pretrain_val_images),
-                                ("--pretrain-warmup-until-error", args.pretrain_warmup_until_error)) if v is not None]
+                                ("--pretrain-warmup", args.pretrain_warmup or None)) if v is not None]
         if given:
             raise PlanError(f"{given[0]}: at --scale paper the paper configs' schedules and the ImageNet recipe "
                             "(60e4 iterations, the whole val split) run; leave it out, or use --scale embedded")

@@ -73,10 +73,10 @@ class MainJobPlan:
     pretrain_val_images: int = 2000  # the first 2,000 Fashion-MNIST test items, composited
     pretrain_train_images: int | None = None  # None: all training items (60,000 for Fashion-MNIST)
     pretrain_holdout: int = 5000  # selection=True: the last N train items are the val set instead
-    pretrain_warmup_until_error: float | None = None  # pretraining at lr x0.1 until the running training error is
-    #   below this (at least 20 iterations either way): the paper's rule for ResNet-110 (Sec. 4.2: 0.01 until the
-    #   error is below 80%); the family preset applies it to every backbone, since its plain-34 never leaves
-    #   chance at lr 0.1 from the first iterations (CONVERGENCE.md)
+    pretrain_warmup: tuple[tuple[str, float], ...] = ()  # (backbone, error): its pretraining at lr x0.1 until the
+    #   running training error is below `error` (at least 20 iterations either way): the paper's rule for the one
+    #   net of its that did not start, ResNet-110 (Sec. 4.2: 0.01 until the error is below 80%); the family preset
+    #   gives it to plain-34, which never leaves chance at lr 0.1 from its first iterations (CONVERGENCE.md)
     detect_iterations: int = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
     #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md)
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
@@ -119,6 +119,10 @@ class MainJobPlan:
     def embedded_test_set(self) -> str:
         """The registered name the embedded legs are scored on (the model-selection split with `selection`)."""
         return embedded_sets(self.selection, self.test_scenes)[1]
+
+    def warmup_of(self, model: str) -> float | None:
+        """The training error a backbone's pretraining warms up until (pretrain_warmup), else None."""
+        return next((e for m, e in self.pretrain_warmup if m == model), None)
 
     def weights_of(self, model: str) -> Path | None:
         """The file a backbone's pretrained legs start from when the job was given one (--weights), else None."""
@@ -193,8 +197,7 @@ class MainJobPlan:
                 *_model_option_args(self.pretrain_options(model, norm)), *dataset,
                 "--iterations", str(iterations), "--batch-size", str(self.pretrain_batch // self.processes()),
                 "--lr", str(self.lr_for(model)), "--warmup-iterations", "20",
-                *(["--warmup-until-error", str(self.pretrain_warmup_until_error)]
-                  if self.pretrain_warmup_until_error is not None else []),
+                *(["--warmup-until-error", str(self.warmup_of(model))] if self.warmup_of(model) is not None else []),
                 "--eval-period", str(max(1, iterations // 8)), "--checkpoint-period", str(max(1, iterations // 8)),
                 "--keep-checkpoints", "1",  # a resume needs the newest; an hour-long stage loses at most 1/8
                 *val, "--seed", str(seed),

@@ -415,11 +415,11 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
 
 
 def _warmup_text(plan: MainJobPlan) -> str:
-    u = plan.pretrain_warmup_until_error
-    return "" if u is None else (
-        f" Every net warms up at lr x0.1 until its running training error is below {100 * u:g}% (the paper's "
-        "ResNet-110 rule; without it plain-34 never leaves chance, with it ResNet-34 starts later: "
-        "CONVERGENCE.md), so the ranking is under this recipe.")
+    """The one pretraining difference a preset gives a net: its warm-up (the comparisons it enters differ in it)."""
+    return "".join(f" {m} alone warms up at lr x0.1 until its running training error is below {100 * e:g}% (the "
+                   "paper's rule for ResNet-110, the one net of its that did not start; without it this net never "
+                   "leaves chance here: CONVERGENCE.md), so its comparisons differ in this too."
+                   for m, e in plan.pretrain_warmup)
 
 
 def _own_data_note(plan: MainJobPlan, arms: str) -> str:
