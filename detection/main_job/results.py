@@ -399,7 +399,7 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
                         for m, f in plan.weights)
         if not (plan.detect_data.embedded and plan.pretrain_data.embedded):
             return [_own_data_note(plan, arms) + given]
-        notes += [f"The paper's experiment in miniature: {', '.join(plan.pretrained_here()) or 'no backbone'} at "
+        notes += [f"What ran: {', '.join(plan.pretrained_here()) or 'no backbone'} at "
                   f"width {plan.width:g}, each pretrained for classification ({plan.pretrain_epochs:g} epochs of "
                   "Fashion-MNIST train items "
                   f"composited on random backgrounds at {plan.pretrain_image_size} px, {len(plan.pretrain_seeds)} "

@@ -181,6 +181,11 @@ class Comparison:
             return f"one {self.unit_a if self.units[0] < 2 else self.unit_b}"
         return "identical unit means"
 
+    def _gate_head(self) -> str:
+        """The gate's own words up to its details ("its positive control was not called", "the job ran no ..."):
+        the details -- the control's whole comparison -- are said once, in the control's own line."""
+        return self.adjustment.gate.split(" (")[0]
+
     def _test_set_text(self, nd: int) -> str:
         if self.test_set_se is None:
             return ""
@@ -205,8 +210,7 @@ class Comparison:
         adj = self.adjustment
         held = "" if adj is None or adj.interval is None else (
             f", Holm/{adj.size} [{adj.interval[0]:+.{nd}f}, {adj.interval[1]:+.{nd}f}] p {adj.p:.2g}")
-        # the gate's own words up to its details: "its positive control was not called", "the job ran no ..."
-        gated = (f"; no call: {adj.gate.split(' (')[0]} (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
+        gated = (f"; no call: {self._gate_head()} (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
                  else "")
         test = "" if self.test_set_se is None else f", test-set SE {self.test_set_se:.{nd}f}"
         return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}{test}"
@@ -231,7 +235,7 @@ class Comparison:
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}{self._test_set_text(nd)}"
         counts += f", df {self.df:.1f}"
         if self.adjustment is not None and self.adjustment.gate:
-            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self.adjustment.gate}; the smallest difference it "
+            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self._gate_head()}; the smallest difference it "
                     f"could call is {self.mde:.{nd}f} (80% power at its {100 * self.alpha:.3g}% level)")
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (

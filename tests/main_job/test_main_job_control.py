@@ -192,10 +192,11 @@ def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_un
     plan = replace(MainJobPlan(), **PRESETS["family"])
     stages = plan_stages(plan, REPO / "output" / "never_written")
     r = expected_resolution(plan, stages, "family", "AP", 2.0, REPO)
-    # the newest run of the preset (the AMD one, which records a gate; the Intel one is the same part, older): 5
-    # pairs of groups in a family of 6 (the residual-vs-plain top-1 comparison too; plain-34 never trained)
-    assert r.sources == ["results/family_2026-12-06_amd.json"] and len(r.expected) == 5 and r.family_size == 6
-    assert r.alpha == pytest.approx(0.05 / 6)
+    # the newest run of the preset (the AMD one, which records a gate; the Intel one is the same part, older): 7
+    # pairs of groups (5 backbones against VGG-16(BN), residual vs plain at 18 and 34) in a family of 9 (the two
+    # residual-vs-plain top-1 comparisons too)
+    assert r.sources == ["results/family_2026-12-06_amd.json"] and len(r.expected) == 7 and r.family_size == 9
+    assert r.alpha == pytest.approx(0.05 / 9)
     e = r.expected[0]
     assert (e.a, e.b, e.units) == ("vgg11_bn_frozenbn_pretrained", "vgg16_bn_frozenbn_pretrained", (3, 3))
     results = json.loads((REPO / r.sources[0]).read_text())
