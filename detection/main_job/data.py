@@ -43,7 +43,7 @@ PAPER_COCO_SPLITS = {"coco_2014_train": ("instances_train2014.json", 82783),
 
 # The embedded legs' test sets (detection.datasets.embedded): the 1000 val scenes, where one test set's sampling is
 # small beside the seeds' spread (each comparison shows it: report.test_sampling), or their first 100 (the val
-# split before 2026-12-06, scene for scene) at smoke scale, where 900 more scenes would add ~10 s a leg.
+# split before 2026-12-06, scene for scene) at smoke scale, where 900 more scenes add ~17 s a leg (CONVERGENCE.md).
 EMBEDDED_VAL_SCENES = EmbeddedSpec().num_val
 EMBEDDED_TEST_SETS = {EMBEDDED_VAL_SCENES: "embedded_val", SMALL_VAL_SCENES: "embedded_val_100"}
 

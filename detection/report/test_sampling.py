@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from classification.engine.run_files import RunFileError
+from classification.engine.run_files import RunFileError, read_json
 
 from ..datasets.validation import DatasetFormatError
 from ..evaluation.resampled import REPLICATES, RESAMPLED_METRICS, image_draws, image_matches, resampled_ap
@@ -76,8 +76,6 @@ def _replicates(predictions: str, _mtime: int, _size: int, json_file: str, gt_mt
                 gt_size: int) -> tuple[int, float, dict[str, np.ndarray]]:
     """(images, AP on the set itself, metric -> its value on each draw), cached per file version (path, mtime,
     size): a report compares one run many times."""
-    from classification.engine.run_files import read_json
-
     matches = image_matches(_ground_truth(json_file, gt_mtime, gt_size), read_json(predictions))
     whole = resampled_ap(matches, np.ones((1, len(matches.image_ids))))["AP"][0]
     return len(matches.image_ids), float(whole), resampled_ap(matches, image_draws(len(matches.image_ids)))
