@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast test-d2main demo demo-full demo-family demo-quick lint benchmark device-check
+.PHONY: setup test test-fast test-d2main demo demo-full demo-family demo-headline demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -29,7 +29,8 @@ test-d2main: setup
 # The main job's presets (detection/main_job/presets.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
 # control as rows, one seed per leg, about 12 minutes on 2 cores; demo-full: the transfer comparison (every arm, 3 units each) and then the degradation
 # experiment (3 seeds), two jobs of at most 150 minutes each; demo-family: six backbones of three families (the
-# leaderboard, accuracy vs transfer); demo-quick: every arm at smoke scale, not converged.
+# leaderboard, accuracy vs transfer); demo-headline: VGG-16(BN) vs ResNet-101, 6 pretraining runs each and the control
+# (the README's first result); demo-quick: every arm at smoke scale, not converged.
 demo: setup
 	$(PY) tools/main_job.py --preset demo
 
@@ -39,6 +40,9 @@ demo-full: setup
 
 demo-family: setup
 	$(PY) tools/main_job.py --preset family
+
+demo-headline: setup
+	$(PY) tools/main_job.py --preset headline
 
 demo-quick: setup
 	$(PY) tools/main_job.py --preset quick

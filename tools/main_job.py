@@ -6,6 +6,7 @@ setting), and report -- the paper's Tables 7/8 question in miniature (detection/
     tools/main_job.py                       # --preset demo (make demo): FrozenBN arm + GN scratch, ~12 min on 2 cores
     tools/main_job.py --preset full         # make demo-full, part 1: every arm, 3 units each, <= 150 min
     tools/main_job.py --preset degradation  # make demo-full, part 2: the degradation experiment, 3 seeds
+    tools/main_job.py --preset headline     # make demo-headline: VGG-16(BN) vs ResNet-101, 6 units each + control
     tools/main_job.py --preset quick        # make demo-quick: every arm at smoke scale, not converged
     tools/main_job.py --dry-run          # the stages and the estimated minutes (measured step times); runs nothing
     tools/main_job.py --selection        # the same job on held-out training data (how the schedules were chosen)

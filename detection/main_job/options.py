@@ -174,7 +174,9 @@ def plan_from_args(args) -> MainJobPlan:
     base = replace(MainJobPlan(), **PRESETS[args.preset])
     backbones = tuple(args.backbones) if args.backbones else base.backbones
     extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
-    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
+    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra,
+               # the preset's warm-up for the nets it names that this job still pretrains (--backbones may drop them)
+               "pretrain_warmup": tuple((m, e) for m, e in base.pretrain_warmup if m in backbones + extra)}
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),

@@ -23,7 +23,7 @@ def _plan(**changes) -> MainJobPlan:
                           "detect_seeds": (0,), "pretrain_epochs": 1.0, "control": CONTROL_FRACTION} | changes)
 
 
-@pytest.mark.parametrize("preset", ["full", "family", "quick"])
+@pytest.mark.parametrize("preset", ["full", "family", "headline", "quick"])
 def test_the_presets_that_rank_carry_the_control_at_half_the_budget(preset):
     assert PRESETS[preset]["control"] == CONTROL_FRACTION
     assert all(PRESETS[p].get("control") is None for p in ("demo", "degradation", "paper"))

@@ -323,3 +323,28 @@ def test_the_family_preset_warms_plain34_alone_up_until_its_error_leaves_80_perc
     asked = plan_from_args(parser.parse_args(["--pretrain-warmup", "resnet101=0.7"]))
     assert {s.model: s.argv[s.argv.index("--warmup-until-error") + 1] for s in plan_stages(asked, tmp_path)
             if "--warmup-until-error" in s.argv} == {"resnet101": "0.7"}
+
+
+def test_a_presets_warmup_follows_its_nets_when_backbones_drop_them():
+    """--preset family --backbones without plain34 runs (the preset's warm-up names only plain-34, absent now); a
+    user's own --pretrain-warmup for an absent net is still refused."""
+    parser = build_parser()
+    plan = plan_from_args(parser.parse_args(["--preset", "family", "--backbones", "vgg16_bn", "resnet18"]))
+    assert plan.pretrain_warmup == ()
+    kept = plan_from_args(parser.parse_args(["--preset", "family", "--backbones", "plain34", "resnet34"]))
+    assert kept.pretrain_warmup == (("plain34", 0.8),)
+    with pytest.raises(PlanError, match="plain34 is not pretrained by this job"):
+        plan_from_args(parser.parse_args(["--preset", "family", "--backbones", "resnet18",
+                                          "--pretrain-warmup", "plain34=0.8"]))
+
+
+def test_the_headline_preset_runs_the_missions_pair_in_the_papers_setting_with_its_control(tmp_path):
+    """VGG-16(BN) vs ResNet-101 in one job: FrozenBN pretrained legs only, 6 pretraining runs each (the units), the
+    control on the first backbone at half the budget."""
+    plan = plan_from_args(build_parser().parse_args(["--preset", "headline"]))
+    stages = plan_stages(plan, tmp_path)
+    legs = [s for s in stages if s.kind == "detect"]
+    assert plan.backbones == ("vgg16_bn", "resnet101") and plan.arms == ("frozenbn_pretrained",)
+    assert len(plan.pretrain_seeds) >= 5 and len(stages) == 6 * len(plan.pretrain_seeds)
+    assert {s.group for s in legs} == {"vgg16_bn_frozenbn_pretrained", "resnet101_frozenbn_pretrained",
+                                       "vgg16_bn_frozenbn_pretrained_control"}
