@@ -35,6 +35,7 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     a = meta.arch
     if a.get("family") and a.get("depth"):  # our checkpoints say what they are
         width = {"width": a["width"]} if a.get("width", 1.0) != 1.0 else {}
+        width |= {"gn_groups": a["gn_groups"]} if a.get("norm") == "GN" and a.get("gn_groups") else {}
         if a["family"] == "vgg":  # vgg16_bn: BN or a variant; another norm (GN) is an option of vgg16
             if a.get("norm") in BN_VARIANTS:
                 return f"vgg{a['depth']}_bn", width

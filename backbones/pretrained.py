@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .checkpoint_io import atomic_torch_save, read_checkpoint
+from .norm import GN_GROUPS
 from .registry import create_model, model_options
 from .weight_formats import (
     KNOWN_META,
@@ -43,7 +44,7 @@ __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_st
 
 CLASSIFIER_PREFIX = "fc."
 # (stride_in_1x1 must match too, but is checked from WeightsMeta.stride_in_1x1, which every format sets, not arch)
-_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "width")
+_ARCH_KEYS_THAT_MUST_MATCH = ("family", "depth", "residual", "preact", "width", "gn_groups")
 # Architecture keys added after checkpoints were first written: an older file without the key has this value.
 _ARCH_DEFAULTS = {"width": 1.0}
 
@@ -160,6 +161,8 @@ def _convention_mismatches(model: nn.Module, meta: WeightsMeta) -> list[str]:
                    f"({'MSRA/Caffe' if meta.stride_in_1x1 else 'torchvision v1.5'} placement), model built with "
                    f"{arch['stride_in_1x1']}; same shapes, different network")
     theirs = {**_ARCH_DEFAULTS, **meta.arch} if meta.arch else {}
+    if theirs.get("norm") == "GN":  # GN weights written before arch recorded groups: min(32, C), 32 at width 1
+        theirs.setdefault("gn_groups", GN_GROUPS)
     for key in _ARCH_KEYS_THAT_MUST_MATCH:
         if key in theirs and key in arch and theirs[key] != arch[key]:
             out.append(f"{key}: weights are for {theirs[key]!r}, model is {arch[key]!r}")

@@ -20,7 +20,7 @@ from .blocks import (
     PreActBottleneckBlock,
 )
 from .features import FeatureNet
-from .norm import freeze_, get_norm
+from .norm import freeze_, get_norm, layer_norm
 from .registry import ModelInfo, register_model
 from .stages import make_stage
 from .width import check_width, scale_channels
@@ -147,9 +147,17 @@ def _check_shortcut(residual: bool, shortcut: str | None, default: str) -> str:
     return shortcut
 
 
+def _arch_norm(norm: str, gn_groups: int | None, width: float) -> dict:
+    """The norm as a net's `arch` records it: its name, and for GN the groups it was built with (a checkpoint's
+    GN weights fit a net of other groups in shape, not in function: loading compares them)."""
+    spec = layer_norm(norm, gn_groups, width)
+    return {"norm": norm} | ({"gn_groups": spec.groups} if norm == "GN" else {})
+
+
 def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortcut: str | None = None,
            stride_in_1x1: bool = True, preact: bool = False, norm: str = "BN", freeze_at: int = 0,
-           zero_init_residual: bool = False, in_channels: int = 3, width: float = 1.0) -> ResNet:
+           zero_init_residual: bool = False, in_channels: int = 3, width: float = 1.0,
+           gn_groups: int | None = None) -> ResNet:
     """ImageNet ResNet / plain net of depth 18, 34, 50, 101 or 152 (paper Table 1).
 
     Args:
@@ -163,6 +171,8 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
         zero_init_residual: zero the last BN of each residual branch (Goyal et al.); off, as in the paper.
         width: multiplier of every channel count, stem included (1.0 = the paper's 64..2048; 0.25 = 16..512);
             depth, block types, strides and names stay the same (see backbones.width).
+        gn_groups: GroupNorm's groups (norm="GN"); None: 32 x width, each layer's channels per group as at full
+            width with 32 (backbones.norm.gn_groups_at).
     """
     if depth not in IMAGENET_DEPTHS:
         raise ValueError(f"ImageNet ResNet depth must be one of {sorted(IMAGENET_DEPTHS)}, got {depth}")
@@ -170,6 +180,8 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
     _check_flags(residual=residual, stride_in_1x1=stride_in_1x1, preact=preact,
                  zero_init_residual=zero_init_residual)
     shortcut = _check_shortcut(residual, shortcut, "B")
+    arch_norm = _arch_norm(norm, gn_groups, width)
+    norm = layer_norm(norm, gn_groups, width)
     bottleneck = depth >= 50
     if preact:
         block = PreActBottleneckBlock if bottleneck else PreActBasicBlock
@@ -189,13 +201,13 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
     model = ResNet(stem, stages, num_classes=num_classes, final_norm=get_norm(norm, in_ch) if preact else None)
     _init_weights(model, zero_init_residual)
     model.arch = dict(family="resnet", depth=depth, residual=residual, shortcut=shortcut,
-                      stride_in_1x1=stride_in_1x1 if bottleneck else None, preact=preact, norm=norm, width=width)
+                      stride_in_1x1=stride_in_1x1 if bottleneck else None, preact=preact, width=width, **arch_norm)
     return model.freeze(freeze_at)
 
 
 def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, shortcut: str | None = None,
                  preact: bool = False, norm: str = "BN", freeze_at: int = 0, zero_init_residual: bool = False,
-                 in_channels: int = 3, width: float = 1.0) -> ResNet:
+                 in_channels: int = 3, width: float = 1.0, gn_groups: int | None = None) -> ResNet:
     """CIFAR ResNet / plain net of depth 6n+2 (paper Sec. 4.2): 3x3 conv (16), stages of 2n layers on maps
     32/16/8 with 16/32/64 filters (`res2`, `res3`, `res4`), global pool, fc. Option A shortcuts by default.
     `width` multiplies every channel count (see backbones.width)."""
@@ -205,6 +217,8 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
     _check_flags(residual=residual, preact=preact, zero_init_residual=zero_init_residual)
     n = (depth - 2) // 6
     shortcut = _check_shortcut(residual, shortcut, "A")
+    arch_norm = _arch_norm(norm, gn_groups, width)
+    norm = layer_norm(norm, gn_groups, width)
     block = PreActBasicBlock if preact else BasicBlock
     stem_ch = scale_channels(16, width)
     stem = CifarStem(in_channels, stem_ch, norm=norm, activate=not preact)
@@ -217,7 +231,7 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
     model = ResNet(stem, stages, num_classes=num_classes, final_norm=get_norm(norm, in_ch) if preact else None)
     _init_weights(model, zero_init_residual)
     model.arch = dict(family="cifar_resnet", depth=depth, residual=residual, shortcut=shortcut, preact=preact,
-                      norm=norm, width=width)
+                      width=width, **arch_norm)
     return model.freeze(freeze_at)
 
 

@@ -16,6 +16,7 @@ from torch.nn import functional as F
 
 from .blocks import Conv2dNorm
 from .features import FeatureNet
+from .norm import layer_norm
 from .registry import ModelInfo, register_model
 from .stages import Stage
 from .width import check_width, scale_channels
@@ -81,13 +82,14 @@ def fc67(x: torch.Tensor, fc6: nn.Linear, fc7: nn.Linear, dropout: nn.Module) ->
 
 
 def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float = 0.5, freeze_at: int = 0,
-        in_channels: int = 3, width: float = 1.0) -> VGG:
+        in_channels: int = 3, width: float = 1.0, gn_groups: int | None = None) -> VGG:
     """VGG-`depth` (11, 13, 16, 19). norm="BN" gives the *_bn variant; freeze_at=2 freezes conv1..conv2
     (py-faster-rcnn's VGG-16 setting); `width` multiplies every conv's channels and fc6/fc7 (backbones.width)."""
     if depth not in VGG_DEPTHS:
         raise ValueError(f"VGG depth must be one of {sorted(VGG_DEPTHS)}, got {depth}")
     width = check_width(width)
-    model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=norm, dropout=dropout, in_channels=in_channels,
+    spec = layer_norm(norm, gn_groups, width)  # GN: gn_groups, or 32 x width (backbones.norm.gn_groups_at)
+    model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=spec, dropout=dropout, in_channels=in_channels,
                 width=width)
     for m in model.modules():  # torchvision's VGG init
         if isinstance(m, nn.Conv2d):
@@ -99,7 +101,8 @@ def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float =
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0, 0.01)
             nn.init.zeros_(m.bias)
-    model.arch = dict(family="vgg", depth=depth, norm=norm, width=width)
+    model.arch = dict(family="vgg", depth=depth, norm=norm, width=width) | (
+        {"gn_groups": spec.groups} if norm == "GN" else {})
     return model.freeze(freeze_at)
 
 

@@ -35,6 +35,12 @@ def add_backbones_config(cfg: CN) -> CN:
     b.STRIDE_IN_1X1 = True  # MSRA release / paper FLOPs; False for torchvision/timm ("v1.5") weights
     b.PREACT = False  # pre-activation units (Identity Mappings paper)
     b.NORM = "FrozenBN"  # paper: BN frozen at ImageNet statistics; "BN"/"GN"/"SyncBN" when training the norm
+    # GroupNorm's groups (NORM "GN"): 0 = 32 x WIDTH, each layer's channels per group as at full width with 32
+    # groups (backbones.norm.gn_groups_at); GN weights load only into a net of their groups
+    b.GN_GROUPS = 0
+    # Zero the last norm of each residual branch at initialisation (Goyal et al.): the main job's pretraining does
+    # for residual nets, and its from-scratch legs do alike; pretrained weights replace it (a residual net only)
+    b.ZERO_INIT_RESIDUAL = False
     b.FREEZE_AT = 2  # stem + res2 (Detectron2 default); VGG: conv1 + conv2 (py-faster-rcnn)
     b.OUT_FEATURES = ["res4"]  # C4: res4 (stride 16); FPN: res2..res5; VGG: conv5 (conv5_3, stride 16)
     b.FC_DROPOUT = 0.5  # VGG RoI head: dropout after fc6 and fc7 (drop6/drop7 of the py-faster-rcnn prototxt)
@@ -59,6 +65,28 @@ def add_backbones_config(cfg: CN) -> CN:
     # evaluation (seconds to a minute), so worth it on a whole COCO/VOC test set, not on a small validation split
     cfg.EVAL.FAST_INFERENCE = False
     return cfg
+
+
+def _backbone_build_problems(b: CN) -> list[str]:
+    """MODEL.BACKBONES keys of the net's build a run cannot honour, named (never ignored)."""
+    from backbones import model_info
+
+    problems = []
+    groups = b.GN_GROUPS
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 0:
+        problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups!r}: an integer >= 0 (0: 32 x MODEL.BACKBONES.WIDTH)")
+    elif groups and b.NORM != "GN":
+        problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: only NORM \"GN\" has groups (NORM is {b.NORM!r})")
+    if not isinstance(b.ZERO_INIT_RESIDUAL, bool):
+        problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL {b.ZERO_INIT_RESIDUAL!r}: True or False")
+    elif b.ZERO_INIT_RESIDUAL:
+        try:
+            residual = model_info(b.NAME).residual
+        except ValueError:
+            residual = True  # an unknown NAME is named where the backbone is built
+        if not residual:
+            problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: {b.NAME} has no residual branches")
+    return problems
 
 
 def check_run_config(cfg: CN, *, training: bool = True) -> None:
@@ -89,6 +117,7 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
 
     if not finite(width) or not 0 < width <= MAX_WIDTH:
         problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, {MAX_WIDTH}]")
+    problems += _backbone_build_problems(cfg.MODEL.BACKBONES)
     from .datasets.validation import dataset_name_problem
 
     for key in ("TRAIN", "TEST"):

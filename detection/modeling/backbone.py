@@ -48,6 +48,10 @@ def backbone_spec_from_cfg(cfg) -> BackboneSpec:
         options.update(preact=b.PREACT, stride_in_1x1=b.STRIDE_IN_1X1)
         if b.SHORTCUT:
             options["shortcut"] = b.SHORTCUT
+        if b.ZERO_INIT_RESIDUAL:
+            options["zero_init_residual"] = True
+    if b.GN_GROUPS and options["norm"] == "GN":
+        options["gn_groups"] = b.GN_GROUPS
     return BackboneSpec(b.NAME, options, b.STRICT_LOAD)
 
 

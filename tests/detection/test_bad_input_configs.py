@@ -181,6 +181,11 @@ def test_non_finite_solver_options_are_refused(option, value):
     (["SOLVER.WARMUP_FACTOR", "2.0"], r"SOLVER.WARMUP_FACTOR 2.0: a number in \[0, 1\]"),
     (["DATALOADER.SAMPLER_TRAIN", "RepeatFactorTrainingSampler"],
      r"DATALOADER.SAMPLER_TRAIN 'RepeatFactorTrainingSampler': only TrainingSampler"),
+    (["MODEL.BACKBONES.GN_GROUPS", "8"], r"MODEL.BACKBONES.GN_GROUPS 8: only NORM \"GN\" has groups \(NORM is "
+                                         r"'FrozenBN'\)"),
+    (["MODEL.BACKBONES.GN_GROUPS", "-1"], r"MODEL.BACKBONES.GN_GROUPS -1: an integer >= 0"),
+    (["MODEL.BACKBONES.NAME", "plain34", "MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"],
+     r"MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: plain34 has no residual branches"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""
@@ -218,3 +223,22 @@ def test_a_nan_learning_rate_in_a_config_file_is_refused_naming_the_key(tmp_path
                             read_weights=False)
     with pytest.raises(ValueError, match=r"SOLVER.BASE_LR nan: a finite number > 0; SOLVER.MOMENTUM nan"):
         check_run_config(cfg)
+
+
+def test_gn_groups_and_zero_init_residual_drive_the_backbone_the_detector_builds():
+    """The two build keys reach the net: GN_GROUPS sets its groups (0: 32 x WIDTH), ZERO_INIT_RESIDUAL zeroes
+    the last norm of every residual branch."""
+    import torch
+
+    from detection.modeling.backbone import backbone_spec_from_cfg
+
+    def net(*opts):
+        cfg = get_detection_cfg("configs/COCO-Detection/faster_rcnn_R_34_C4.yaml",
+                                ["MODEL.BACKBONES.NORM", "GN", "MODEL.BACKBONES.WIDTH", "0.25", *opts],
+                                read_weights=False)
+        return backbone_spec_from_cfg(cfg).build()
+
+    assert net().arch["gn_groups"] == 8 and net("MODEL.BACKBONES.GN_GROUPS", "4").arch["gn_groups"] == 4
+    zeroed = net("MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True")
+    assert all(torch.count_nonzero(b.last_norm().weight) == 0 for b in zeroed.res3)
+    assert all(torch.count_nonzero(b.last_norm().weight) > 0 for b in net().res3)
