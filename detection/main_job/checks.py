@@ -16,7 +16,8 @@ from .arms import ARMS, arm_comparisons, unfair_keys
 from .data import EMBEDDED_TEST_SETS
 from .plan import SCALES, MainJobPlan, PlanError
 
-__all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms"]
+__all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms",
+           "start_build", "build_differences"]
 
 
 def validate_plan(plan: MainJobPlan) -> None:
@@ -208,17 +209,56 @@ def _check_fit(plan: MainJobPlan, model: str, arm: str, weights: Path, what: str
         raise PlanError(f"{what}: {err}") from None
 
 
+def start_build(plan: MainJobPlan, model: str, arm: str) -> dict | None:
+    """The build of the net an arm's legs of `model` start from, as the net records it (`arch`: family, depth,
+    norm and its groups, width, stride placement, shortcuts) with its init rule: the pretraining stage's net for a
+    pretrained arm, the leg's own detection net from scratch; None for weights given in a file (not built here:
+    check_pretrained_weights_fit loads them, their conventions compared)."""
+    from backbones import create_model
+
+    from ..config import get_detection_cfg
+    from ..modeling.backbone import backbone_spec_from_cfg
+
+    if ARMS[arm].pretrained:
+        if plan.weights_of(model) is not None:
+            return None
+        options = plan.pretrain_options(model, ARMS[arm].pretrain_norm)
+        net = create_model(model, **options)
+    else:
+        probe = Path("<job>")
+        files, opts = plan.detect_config(model, arm, None, 0, probe / "detect" / arm)
+        spec = backbone_spec_from_cfg(get_detection_cfg(files, opts, read_weights=False))
+        options, net = spec.options, spec.build()
+    return {**net.arch, "zero_init_residual": bool(options.get("zero_init_residual", False))}
+
+
+def build_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
+    """(arm a, arm b) -> the options of start_build that differ between the two arms' nets of `model` (none where
+    an arm starts from a given file)."""
+    builds = {arm: start_build(plan, model, arm) for arm in plan.arms}
+    out = {}
+    for c in arm_comparisons(plan.arms):
+        ba, bb = builds[c.a], builds[c.b]
+        out[(c.a, c.b)] = {} if ba is None or bb is None else {
+            k: [ba.get(k), bb.get(k)] for k in sorted(ba.keys() | bb.keys()) if ba.get(k) != bb.get(k)}
+    return out
+
+
 def check_arms(plan: MainJobPlan) -> list[str]:
     """Stop (PlanError) before anything trains when two compared arms' configs differ in a key their factor does not
-    name, naming the keys; with plan.allow_unfair the differences are returned for the report to print instead."""
+    name, or the nets their legs start from in a build option it does not name (start_build), naming them; with
+    plan.allow_unfair the differences are returned for the report to print instead."""
     overridden = []
     for model in plan.backbones:
+        builds = build_differences(plan, model)
         for (a, b), differences in arm_differences(plan, model).items():
             comparison = next(c for c in arm_comparisons(plan.arms) if (c.a, c.b) == (a, b))
+            options = {k: v for k, v in builds[(a, b)].items() if k not in comparison.allowed_build}
             extra = unfair_keys(differences, comparison)
-            if not extra:
+            if not extra and not options:
                 continue
-            keys = ", ".join(f"{k} ({differences[k][0]} vs {differences[k][1]})" for k in extra)
+            keys = ", ".join([f"{k} ({differences[k][0]} vs {differences[k][1]})" for k in extra] + [
+                f"the backbone build option {k} ({va} vs {vb})" for k, (va, vb) in options.items()])
             text = f"{model}: arms {a} and {b} differ in {keys}, beyond their factor ({comparison.factor})"
             if not plan.allow_unfair:
                 raise PlanError(f"{text}: an unfair comparison; make the configs agree, or pass --allow-unfair-arms "

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backbones import model_info
+from backbones.norm import gn_groups_at
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import FINAL_CHECKPOINT
 
@@ -41,6 +42,13 @@ SCALES = ("embedded", "paper")
 
 class PlanError(ValueError):
     """A plan that cannot run: the message names the option."""
+
+
+def init_options(model: str) -> dict:
+    """The initialisation rule of a backbone's nets in the main job, its pretraining and its from-scratch legs alike
+    (an arm's factor is never the init): Goyal et al.'s zero-init residual for the residual nets the registry marks
+    -- each block starts as the identity; without it ResNet-101 at width 0.25 stays at chance in pretraining."""
+    return {"zero_init_residual": True} if model_info(model).zero_init_residual else {}
 
 
 def _model_option_args(options: dict) -> list[str]:
@@ -182,10 +190,8 @@ class MainJobPlan:
     def pretrain_options(self, model: str, norm: str = "BN") -> dict:
         """The model options of a pretraining net (what its stage builds; the time estimate builds the same); a
         norm other than BN (the nets' default) is an option, so the BN stages keep their command lines."""
-        options = {"width": self.width} | ({"norm": norm} if norm != "BN" else {})
-        if model_info(model).zero_init_residual:  # Goyal et al.: each block starts as the identity; without it
-            options["zero_init_residual"] = True  # ResNet-101 at this width stays at chance
-        return options
+        gn = {"gn_groups": gn_groups_at(self.width)} if norm == "GN" else {}  # recorded in the stage's command
+        return {"width": self.width} | ({"norm": norm} if norm != "BN" else {}) | gn | init_options(model)
 
     def degradation_options(self) -> dict:
         """The model options of every degradation net: full width, the units of degradation_preact."""
@@ -285,7 +291,10 @@ class MainJobPlan:
                         str(max(1, n // 2))]
         else:
             schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule * fraction)
-        return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width),
+        init = ["MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"] if init_options(model) else []  # as pretrained
+        if ARMS[arm].detect_norm == "GN":  # the groups its pretraining net has, in the leg's config.yaml
+            init += ["MODEL.BACKBONES.GN_GROUPS", str(gn_groups_at(self.width))]
+        return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width), *init,
                          "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
                          *self.detect_data.overrides(self.selection, self.test_scenes)]
 

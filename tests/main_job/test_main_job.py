@@ -11,8 +11,8 @@ from conftest import run_tool
 TINY = ["--pretrain-seeds", "0", "--seeds", "0", "--pretrain-epochs", "3", "--pretrain-images", "128",
         "--pretrain-val-images", "64", "--detect-iterations", "3", "--with-degradation", "--degradation-iterations",
         "2", "--degradation-seeds", "0", "1", "--arms", "gn_pretrained", "gn_scratch", "gn_scratch_3x",
-        "frozenbn_pretrained", "--test-scenes", "100"]
-STAGES = 4 + 8 + 8  # pretraining: 2 backbones x 2 norms; detection: 2 x 4 arms; degradation: 4 nets x 2 seeds
+        "gn_pretrained_3x", "frozenbn_pretrained", "--test-scenes", "100"]
+STAGES = 4 + 10 + 8  # pretraining: 2 backbones x 2 norms; detection: 2 x 5 arms; degradation: 4 nets x 2 seeds
 
 
 @pytest.mark.slow
@@ -61,9 +61,10 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     assert "chance level" in summary and "pretraining resnet101 GN: val top-1 error" in summary
     results = json.loads((out / "results.json").read_text())
     assert {g["name"] for g in results["groups"]} == {f"{m}_{a}" for m in ("vgg16_bn", "resnet101") for a in (
-        "gn_pretrained", "gn_scratch", "gn_scratch_3x", "frozenbn_pretrained")}
+        "gn_pretrained", "gn_scratch", "gn_scratch_3x", "gn_pretrained_3x", "frozenbn_pretrained")}
     # the like-for-like pair differs in MODEL.WEIGHTS alone, in the configs the runs saved
     assert list(results["differences"]["resnet101_gn_pretrained vs resnet101_gn_scratch"]) == ["MODEL.WEIGHTS"]
+    assert list(results["differences"]["resnet101_gn_pretrained_3x vs resnet101_gn_scratch_3x"]) == ["MODEL.WEIGHTS"]
     assert "differ only in the initialisation (MODEL.WEIGHTS)" in md
     family = results["arms"] + results["deltas"] + results["degradation_comparisons"] + results["interactions"] + \
         results["layer_response_comparisons"]

@@ -41,15 +41,27 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
 
 
-def test_full_preset_has_three_units_per_arm_and_a_longer_scratch_schedule(tmp_path):
-    full = plan_stages(replace(MainJobPlan(), **PRESETS["full"]), tmp_path)
+def test_full_preset_compares_the_initialisation_at_equal_schedules_1x_and_3x_with_three_units_each(tmp_path):
+    """Rethinking ImageNet Pre-training's design: pretrained and scratch GN arms at 1x and at 3x, each comparison
+    between arms of one schedule (scratch 3x vs pretrained 1x would confound the schedule with the init); the 3x
+    pretrained legs start from the 1x legs' pretraining runs."""
+    from detection.main_job.arms import arm_comparisons
+
+    plan = replace(MainJobPlan(), **PRESETS["full"])
+    full = plan_stages(plan, tmp_path)
     for model in ("vgg16_bn", "resnet101"):
-        for norm in ("GN", "BN"):
-            assert len([s for s in full if s.kind == "pretrain" and s.model == model and s.variant == norm]) >= 3
-        for arm in ("gn_scratch", "gn_scratch_3x"):
+        gn = [s for s in full if s.kind == "pretrain" and s.model == model and s.variant == "GN"
+              and not s.control]
+        assert len(gn) == 3 and all("gn_groups=8" in s.argv for s in gn)
+        for arm in ("gn_pretrained", "gn_scratch", "gn_pretrained_3x", "gn_scratch_3x"):
             assert len([s for s in full if s.variant == arm and s.model == model]) >= 3
     lengths = {s.variant: s.iterations for s in full if s.kind == "detect"}
-    assert lengths["gn_scratch_3x"] > lengths["gn_pretrained"] == lengths["frozenbn_pretrained"]
+    assert lengths["gn_scratch_3x"] == lengths["gn_pretrained_3x"] == 3 * lengths["gn_pretrained"]
+    assert lengths["gn_scratch"] == lengths["gn_pretrained"]
+    assert {(c.a, c.b) for c in arm_comparisons(plan.arms)} == {("gn_pretrained", "gn_scratch"),
+                                                                  ("gn_pretrained_3x", "gn_scratch_3x")}
+    long = [s for s in full if s.variant == "gn_pretrained_3x" and s.model == "resnet101"]
+    assert {d.name for s in long for d in s.deps} == {"resnet101_gn_p0", "resnet101_gn_p1", "resnet101_gn_p2"}
     assert not any(s.kind == "degradation" for s in full)  # its own preset: each fits 150 minutes
     degradation = plan_stages(replace(MainJobPlan(), **PRESETS["degradation"]), tmp_path)
     assert {s.kind for s in degradation} == {"degradation"} and len(degradation) == 4 * 3
@@ -155,6 +167,49 @@ def test_compared_arms_differ_only_in_their_factor_and_an_unfair_pair_is_refused
         check_arms(MainJobPlan())
     overridden = check_arms(MainJobPlan(allow_unfair=True))
     assert len(overridden) == 2 and all("SOLVER.BASE_LR" in t for t in overridden)  # one per backbone
+
+
+def test_a_pretrained_and_a_scratch_arm_whose_nets_are_built_differently_are_refused_naming_the_option(monkeypatch):
+    """The nets the arms' legs start from -- the pretraining net, the from-scratch leg's own -- are built alike in
+    every option their factor does not name: a scratch leg built without the zero-init its pretraining twin had (the
+    job before 2026-12-06), or with the other stride placement, is refused before anything trains, naming the
+    option, though the two legs' detection configs differ only in MODEL.WEIGHTS for the first."""
+    import detection.main_job.plan as plan_module
+
+    plan = MainJobPlan(backbones=("resnet101",), arms=("gn_pretrained", "gn_scratch"))
+    assert check_arms(plan) == []
+    real = plan_module.MainJobPlan.detect_config
+
+    def scratch_without(key, value):
+        def detect_config(self, model, arm, weights, seed, out, fraction=1.0):
+            files, opts = real(self, model, arm, weights, seed, out, fraction)
+            if arm != "gn_scratch":
+                return files, opts
+            i = opts.index(key) if key in opts else len(opts)
+            return files, opts[:i] + opts[i + 2:] + ([key, value] if value else [])
+        return detect_config
+
+    monkeypatch.setattr(plan_module.MainJobPlan, "detect_config",
+                        scratch_without("MODEL.BACKBONES.ZERO_INIT_RESIDUAL", None))
+    with pytest.raises(PlanError, match=r"resnet101: arms gn_pretrained and gn_scratch differ in MODEL.BACKBONES."
+                                        r"ZERO_INIT_RESIDUAL \(True vs False\), the backbone build option "
+                                        r"zero_init_residual \(True vs False\), beyond their factor"):
+        check_arms(plan)
+    monkeypatch.setattr(plan_module.MainJobPlan, "detect_config",
+                        scratch_without("MODEL.BACKBONES.STRIDE_IN_1X1", "False"))
+    with pytest.raises(PlanError, match=r"the backbone build option stride_in_1x1 \(True vs False\)"):
+        check_arms(plan)
+    overridden = check_arms(replace(plan, allow_unfair=True))
+    assert len(overridden) == 1 and "stride_in_1x1" in overridden[0]
+
+
+def test_the_norm_comparison_may_differ_in_the_norm_and_its_groups_and_nothing_else():
+    from detection.main_job.checks import build_differences
+
+    plan = MainJobPlan(backbones=("vgg16_bn",), arms=("frozenbn_pretrained", "gn_pretrained"))
+    assert build_differences(plan, "vgg16_bn") == {("frozenbn_pretrained", "gn_pretrained"): {
+        "gn_groups": [None, 8], "norm": ["BN", "GN"]}}
+    assert check_arms(plan) == []
 
 
 def test_family_conventions_come_from_the_model_registry(tmp_path):
