@@ -7,6 +7,8 @@ A block is
     ... generated text ...
     <!-- end results -->
 and everything between the markers is replaced by `render(<that file>)`; prose outside the blocks is the authors'.
+A `headline` block (<!-- headline: ... --> ... <!-- end headline -->, the README's first result) is
+`render_headline`: the job's one backbone comparison as a sentence, its control's, and the groups' table.
 A file is untrusted: every name is escaped as the report's Markdown tables escape cells (HTML, and `|` in a cell),
 so no name can shift a row or end a block; an undefined number (null, NaN) is "—"; anything else that is not what
 results.json holds -- a key of another type, a mean that is no number or outside [0, 100] -- is one line naming the
@@ -26,9 +28,10 @@ from ..report.comparison import Adjustment, Comparison
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
 from .pool import PoolError, pool_results
 
-__all__ = ["render", "regenerate", "stale_blocks", "comparison_from_json", "ResultsDocError"]
+__all__ = ["render", "render_headline", "regenerate", "stale_blocks", "comparison_from_json", "ResultsDocError"]
 
-BLOCK = re.compile(r"(<!-- results: (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S)
+BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
+                   r"(?P<close><!-- end (?P=kind) -->)", re.S)
 KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
          ("degradation_comparisons", "degradation: depth"),
          ("interactions", "degradation: depth x shortcuts"), ("layer_response_comparisons", "Fig. 7"))
@@ -120,6 +123,35 @@ def render(results: dict, where: str = "results") -> str:
     for key, why in _get(results, "not_compared", dict, where, {}).items():
         lines.append(f"- not compared: {_md(key)} ({_md(why)})")
     return "\n".join(lines + _degradation_and_comparison_lines(results, where)).strip() + "\n"
+
+
+def render_headline(results: dict, where: str = "results") -> str:
+    """A headline block: the job's one backbone comparison as the sentence of its call (Comparison.headline), its
+    positive control's, and the groups' table; ResultsDocError naming the file for a job with no single backbone
+    comparison (a headline is one pair)."""
+    if not isinstance(results, dict):
+        raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
+    deltas = _get(results, "deltas", list, where, [])
+    if len(deltas) != 1:
+        raise ResultsDocError(f"{where}.deltas: a headline is one backbone comparison, the file has {len(deltas)}")
+    main = _headline_text(deltas[0], f"{where}.deltas[0]")
+    control = _get(results, "control", dict, where)
+    lines = [f"**{main}**", ""]
+    if control:
+        lines += [f"Its positive control, {_headline_text(control, f'{where}.control')}.", ""]
+    return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
+
+
+def _headline_text(d, where: str) -> str:
+    """"A vs B: <headline()>" of a results.json comparison, escaped as _comparison_text escapes."""
+    try:
+        c = comparison_from_json(d)
+        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method))
+        c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
+                    why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
+        return f"{c.a} vs {c.b}: {c.headline()}"
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+        raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
 
 
 def _control_lines(results: dict, where: str) -> list[str]:
@@ -235,9 +267,9 @@ def _load(doc: Path, cited: str) -> dict:
     return data
 
 
-def _render(doc: Path, cited: str) -> str:
+def _render(doc: Path, cited: str, kind: str = "results") -> str:
     """The block of the files it cites (one job, or the parts of one preset's job), pooled and decided under the
-    current rules (pool.pool_results): one family over all of them."""
+    current rules (pool.pool_results): one family over all of them; `kind` "headline": render_headline's."""
     paths = cited.split()
     parts = [_load(doc, p) for p in paths]
     for p, part in zip(paths, parts):  # each file as results.json holds it, or one line naming the file and key
@@ -246,16 +278,16 @@ def _render(doc: Path, cited: str) -> str:
         pooled = pool_results(parts, paths)
     except (RunFileError, PoolError) as err:
         raise ResultsDocError(f"{doc}: the block citing {cited}: {err}") from None
-    return render(pooled, f"{doc}: {cited}")
+    return (render_headline if kind == "headline" else render)(pooled, f"{doc}: {cited}")
 
 
 def regenerate(doc: Path) -> str:
     """The document's text with every results block rendered anew from the file it cites."""
     text = doc.read_text()
-    return BLOCK.sub(lambda m: m.group(1) + _render(doc, m.group("path")) + m.group(4), text)
+    return BLOCK.sub(lambda m: m["open"] + _render(doc, m["path"], m["kind"]) + m["close"], text)
 
 
 def stale_blocks(doc: Path) -> list[str]:
     """The files whose blocks in `doc` differ from their rendering (empty: the document says what they hold)."""
     text = doc.read_text()
-    return [m.group("path") for m in BLOCK.finditer(text) if m.group("body") != _render(doc, m.group("path"))]
+    return [m["path"] for m in BLOCK.finditer(text) if m["body"] != _render(doc, m["path"], m["kind"])]

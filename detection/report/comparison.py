@@ -216,6 +216,25 @@ class Comparison:
         return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}{test}"
                 + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))
 
+    def headline(self, nd: int = 1) -> str:
+        """The comparison as the first sentence a reader sees: the call, or why there is none and the smallest
+        difference it could have called, and the numbers the decision rests on (describe() has them all)."""
+        counts = (f"{self.units[0]} vs {self.units[1]} {self.unit_a}s" if self.unit_a == self.unit_b else
+                  f"{_count(self.units[0], self.unit_a)} vs {_count(self.units[1], self.unit_b)}")
+        delta = f"Δ{self.metric} {self.delta:+.{nd}f}"
+        if self.interval is None:
+            return f"no call ({self.why_no_interval}): {delta}, {counts}"
+        lo, hi = self.decided_by
+        adj = self.adjustment
+        level = f"{100 * (1 - self.alpha):.4g}% CI" + (f", {adj.method} over {adj.size}" if adj is not None else "")
+        numbers = f"{delta} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
+        if adj is not None and adj.gate:
+            return (f"no call, {self._gate_head()}: {numbers}; the smallest difference it could call is "
+                    f"{self.mde:.{nd}f}")
+        if self.call is not None:
+            return f"{self.call} ahead: {numbers}"
+        return f"this budget cannot rank them: {numbers}; the smallest difference it could call is {self.mde:.{nd}f}"
+
     def describe(self, nd: int = 2) -> str:
         """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why
         none is made."""
