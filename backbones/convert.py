@@ -11,7 +11,7 @@ from typing import Any
 
 from torch import nn
 
-from .norm import BN_VARIANTS
+from .norm import BN_VARIANTS, GN_GROUPS
 from .pretrained import LoadReport, load_state_dict_into, read_weights, save_pretrained
 from .registry import create_model
 from .resnet import IMAGENET_DEPTHS
@@ -35,7 +35,8 @@ def infer_model(sd: Mapping[str, Any], fmt: str, meta: WeightsMeta) -> tuple[str
     a = meta.arch
     if a.get("family") and a.get("depth"):  # our checkpoints say what they are
         width = {"width": a["width"]} if a.get("width", 1.0) != 1.0 else {}
-        width |= {"gn_groups": a["gn_groups"]} if a.get("norm") == "GN" and a.get("gn_groups") else {}
+        # GN's groups as recorded; a GN checkpoint from before they were had min(32, C): 32 (pretrained.py)
+        width |= {"gn_groups": a.get("gn_groups", GN_GROUPS)} if a.get("norm") == "GN" else {}
         if a["family"] == "vgg":  # vgg16_bn: BN or a variant; another norm (GN) is an option of vgg16
             if a.get("norm") in BN_VARIANTS:
                 return f"vgg{a['depth']}_bn", width

@@ -116,9 +116,13 @@ def layer_norm(norm: str, gn_groups: int | None, width: float) -> str | GroupNor
 
 
 def _group_count(channels: int, groups: int) -> int:
-    """The largest number of groups <= `groups` that splits `channels` evenly: `groups` itself at widths 1 and 0.25
-    (channels are multiples of 16 there), fewer where a layer is narrower or its width odd."""
-    return max(d for d in range(1, min(groups, channels) + 1) if channels % d == 0)
+    """`groups`, or `channels` where a layer has fewer (CIFAR's 16-channel stage: Wu & He's min(G, C)); ValueError
+    where they do not split the channels evenly (an odd width: rather than a silently other grouping)."""
+    g = min(groups, channels)
+    if channels % g:
+        raise ValueError(f"GroupNorm: {channels} channels do not split into {g} groups (gn_groups {groups}); pass "
+                         "gn_groups that divides every layer's channels, or a width of whole multiples of 1/32")
+    return g
 
 
 def get_norm(norm: str | GroupNormSpec | None, channels: int) -> nn.Module:

@@ -252,7 +252,11 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
         elif any(k.startswith(CLASSIFIER_PREFIX) for k, _, _ in report.shape_mismatch):
             hint = ("the classifier has a different number of classes: drop it (drop_classifier=True; "
                     "tools/convert_weights.py --drop-classifier)")
-        elif report.option_mismatches and meta.stride_in_1x1 is not None:
+        elif any(m.startswith("gn_groups:") for m in report.option_mismatches):
+            g = meta.arch.get("gn_groups", GN_GROUPS)
+            hint = (f"build the model with gn_groups={g} (tools: --model-option gn_groups={g}; Detectron2 plugin: "
+                    f"MODEL.BACKBONES.GN_GROUPS {g})")
+        elif any(m.startswith("stride_in_1x1:") for m in report.option_mismatches):
             hint = (f"build the model with stride_in_1x1={meta.stride_in_1x1} (tools: --model-option "
                     f"stride_in_1x1={meta.stride_in_1x1}; Detectron2 plugin: MODEL.BACKBONES.STRIDE_IN_1X1 "
                     f"{meta.stride_in_1x1})")

@@ -66,9 +66,9 @@ def check_meta_dict(d: Any) -> None:
         raise MetadataError(f"meta.arch is a {type(arch).__name__}, not a mapping")
     if "width" in arch and not (_number(arch["width"]) and arch["width"] > 0):
         raise MetadataError(f"meta.arch.width {arch['width']!r}: expected a positive number")
-    if "depth" in arch and not (isinstance(arch["depth"], int) and not isinstance(arch["depth"], bool)
-                                and arch["depth"] > 0):
-        raise MetadataError(f"meta.arch.depth {arch['depth']!r}: expected a positive integer")
+    for key in ("depth", "gn_groups"):
+        if key in arch and not (isinstance(arch[key], int) and not isinstance(arch[key], bool) and arch[key] > 0):
+            raise MetadataError(f"meta.arch.{key} {arch[key]!r}: expected a positive integer")
 
 
 @dataclass

@@ -86,6 +86,9 @@ def _backbone_build_problems(b: CN) -> list[str]:
             residual = True  # an unknown NAME is named where the backbone is built
         if not residual:
             problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: {b.NAME} has no residual branches")
+        elif b.PREACT or not b.NORM:  # the zeroed norm is the one after a branch's last conv
+            problems.append("MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: needs a norm after each branch's last conv "
+                            f"(PREACT {b.PREACT}, NORM {b.NORM!r})")
     return problems
 
 

@@ -235,9 +235,10 @@ def start_build(plan: MainJobPlan, model: str, arm: str) -> dict | None:
 def build_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:
     """(arm a, arm b) -> the options of start_build that differ between the two arms' nets of `model` (none where
     an arm starts from a given file)."""
-    builds = {arm: start_build(plan, model, arm) for arm in plan.arms}
+    compared = arm_comparisons(plan.arms)
+    builds = {arm: start_build(plan, model, arm) for c in compared for arm in (c.a, c.b)}
     out = {}
-    for c in arm_comparisons(plan.arms):
+    for c in compared:
         ba, bb = builds[c.a], builds[c.b]
         out[(c.a, c.b)] = {} if ba is None or bb is None else {
             k: [ba.get(k), bb.get(k)] for k in sorted(ba.keys() | bb.keys()) if ba.get(k) != bb.get(k)}

@@ -35,8 +35,10 @@ def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
     """The preset, where the job writes, and what kind of run it is."""
     ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
                     help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
-                         "seed per leg, ~12 min on 2 cores; full "
-                         "(make demo-full, with degradation): every arm, 3 units each, <= 150 min; degradation: the "
+                         "seed per leg, ~16 min on 2 cores; headline (make demo-headline): VGG-16(BN) vs ResNet-101 "
+                         "in the paper's setting, 6 pretraining runs each and the control; full (make demo-full, with "
+                         "degradation): GN pretrained vs from scratch at 1x and 3x, 3 units each, <= 150 min; "
+                         "degradation: the "
                          "degradation experiment alone, 3 seeds, <= 150 min; family: six backbones of three families "
                          "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
                          "quick (make demo-quick): every arm at smoke scale, not converged; paper: VGG-16 vs "
@@ -106,11 +108,13 @@ def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None
     ap.add_argument("--width", type=float, default=None,
                     help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
-                    help="the detection arms (detection/main_job/arms.py; default: all -- full and quick; demo: "
-                         "frozenbn_pretrained gn_scratch)")
+                    help="the detection arms (detection/main_job/arms.py; replaces the preset's: all in quick; "
+                         "full: gn_pretrained gn_scratch gn_pretrained_3x gn_scratch_3x; demo: frozenbn_pretrained "
+                         "gn_scratch)")
     ap.add_argument("--allow-unfair-arms", action="store_true",
-                    help="run compared arms whose configs differ in keys their factor does not name (the job stops "
-                         "naming them otherwise); the report prints the differences")
+                    help="run compared arms whose configs differ in keys, or whose starting nets in build options "
+                         "(norm groups, width, stride placement, init rules), their factor does not name (the job "
+                         "stops naming them otherwise); the report prints the differences")
 
 
 def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
@@ -170,13 +174,21 @@ def _add_execution_arguments(ap: argparse.ArgumentParser) -> None:
                    help="only write the report and summary of finished stages (the last job of --slurm)")
 
 
+def _warmup(args, base: MainJobPlan, changes: dict) -> tuple[tuple[str, float], ...]:
+    """--pretrain-warmup's pairs, else the preset's for the nets this job still pretrains (--backbones may drop
+    them, --weights give them)."""
+    if args.pretrain_warmup:
+        pairs = [_pair("--pretrain-warmup", t) for t in args.pretrain_warmup]
+        return tuple((m, _number("--pretrain-warmup", m, v)) for m, v in pairs)
+    given = {m for m, _ in changes.get("weights", ())}
+    return tuple((m, e) for m, e in base.pretrain_warmup if m in changes["backbones"] and m not in given)
+
+
 def plan_from_args(args) -> MainJobPlan:
     base = replace(MainJobPlan(), **PRESETS[args.preset])
     backbones = tuple(args.backbones) if args.backbones else base.backbones
     extra = ("plain101",) if args.with_plain and "plain101" not in backbones else ()
-    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra,
-               # the preset's warm-up for the nets it names that this job still pretrains (--backbones may drop them)
-               "pretrain_warmup": tuple((m, e) for m, e in base.pretrain_warmup if m in backbones + extra)}
+    changes = {"backbones": backbones + extra, "selection": args.selection, "scratch": backbones + extra}
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),
@@ -193,9 +205,7 @@ def plan_from_args(args) -> MainJobPlan:
     if args.weights_top1:
         changes["weights_top1"] = tuple((m, _number("--weights-top1", m, v))
                                         for m, v in map(lambda t: _pair("--weights-top1", t), args.weights_top1))
-    if args.pretrain_warmup:
-        pairs = [_pair("--pretrain-warmup", t) for t in args.pretrain_warmup]
-        changes["pretrain_warmup"] = tuple((m, _number("--pretrain-warmup", m, v)) for m, v in pairs)
+    changes["pretrain_warmup"] = _warmup(args, base, changes)
     if args.width is not None:
         changes["width"] = args.width
     if args.no_control or args.control is not None:

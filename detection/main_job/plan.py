@@ -88,7 +88,7 @@ class MainJobPlan:
     detect_iterations: int = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
     #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md)
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
-    arms: tuple[str, ...] = tuple(ARMS)  # arms.ARMS: like-for-like GN (pretrained, scratch 1x and 3x), the paper's
+    arms: tuple[str, ...] = tuple(ARMS)  # arms.ARMS: like-for-like GN (pretrained, scratch; 1x, 3x), the paper's
     scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # backbones with from-scratch arms
     scratch_seeds: tuple[int, ...] = (0,)  # their seeds: two or more give the scratch arms' comparisons an interval
     allow_unfair: bool = False  # run compared arms whose configs differ beyond their factor (the report says so)
@@ -337,7 +337,11 @@ class Stage:
 
     @property
     def rate_key(self) -> tuple[str, str, str]:
-        """What its step time depends on: (kind, model, variant)."""
+        """What its step time depends on: (kind, model, variant); a detection leg's arm stands for every arm of its
+        overlay (norm and frozen stages: the GN arms at 1x and 3x, pretrained or not, step alike, timed once)."""
+        if self.kind == "detect" and self.variant in ARMS:
+            overlay = ARMS[self.variant].overlay
+            return self.kind, self.model, next(a for a, arm in ARMS.items() if arm.overlay == overlay)
         return self.kind, self.model, self.variant
 
 

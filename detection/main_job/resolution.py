@@ -19,7 +19,8 @@ from classification.engine.run_files import RunFileError, read_json
 
 from ..report.comparison import detectable, units_for
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN
-from .plan import MainJobPlan, Stage
+from .arms import arm_comparisons
+from .plan import MainJobPlan, Stage, group_label
 
 __all__ = ["Expected", "Resolution", "expected_resolution", "resolution_lines"]
 
@@ -65,6 +66,7 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
     """The plan's expected MDEs from the preset's earlier results; None when no earlier job made a comparison of
     the plan's groups. RunFileError naming the file for one that is not a results.json."""
     planned = {s.group for s in stages if s.kind == "detect"}
+    arm_pairs = {(group_label(m, c.a), group_label(m, c.b)) for m in plan.backbones for c in arm_comparisons(plan.arms)}
     groups: dict[str, dict] = {}
     pairs: dict[tuple[str, str], None] = {}
     sources, family = [], 0
@@ -73,7 +75,8 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
         if not isinstance(res, dict) or not isinstance(res.get("groups"), list):
             raise RunFileError(f"{path}: not a main job's results.json (no list of groups)")
         kept = [(d["a"], d["b"]) for k in GROUP_KINDS for d in res.get(k) or []
-                if isinstance(d, dict) and d.get("a") in planned and d.get("b") in planned]
+                if isinstance(d, dict) and d.get("a") in planned and d.get("b") in planned
+                and (k != "arms" or (d["a"], d["b"]) in arm_pairs)]  # an arm comparison the plan still makes
         mine = {g.get("name") for g in res["groups"] if isinstance(g, dict)} & planned
         if kept and not mine & set(groups):  # the newest job of each part only: a rerun of a part adds nothing
             sources.append(str(path.relative_to(root)))

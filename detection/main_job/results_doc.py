@@ -8,7 +8,8 @@ A block is
     <!-- end results -->
 and everything between the markers is replaced by `render(<that file>)`; prose outside the blocks is the authors'.
 A `headline` block (<!-- headline: ... --> ... <!-- end headline -->, the README's first result) is
-`render_headline`: the job's one backbone comparison as a sentence, its control's, and the groups' table.
+`render_headline`: the job's one backbone comparison as a sentence, its control's, and the groups' table; a
+`groups` block is that table alone (a job of one unit a group: rows, no call).
 A file is untrusted: every name is escaped as the report's Markdown tables escape cells (HTML, and `|` in a cell),
 so no name can shift a row or end a block; an undefined number (null, NaN) is "—"; anything else that is not what
 results.json holds -- a key of another type, a mean that is no number or outside [0, 100] -- is one line naming the
@@ -28,9 +29,10 @@ from ..report.comparison import Adjustment, Comparison
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
 from .pool import PoolError, pool_results
 
-__all__ = ["render", "render_headline", "regenerate", "stale_blocks", "comparison_from_json", "ResultsDocError"]
+__all__ = ["render", "render_headline", "render_groups", "regenerate", "stale_blocks", "comparison_from_json",
+           "ResultsDocError"]
 
-BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
+BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
                    r"(?P<close><!-- end (?P=kind) -->)", re.S)
 KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
          ("degradation_comparisons", "degradation: depth"),
@@ -136,17 +138,26 @@ def render_headline(results: dict, where: str = "results") -> str:
         raise ResultsDocError(f"{where}.deltas: a headline is one backbone comparison, the file has {len(deltas)}")
     main = _headline_text(deltas[0], f"{where}.deltas[0]")
     control = _get(results, "control", dict, where)
-    lines = [f"**{main}**", ""]
-    if control:
-        lines += [f"Its positive control, {_headline_text(control, f'{where}.control')}.", ""]
+    controls = _get(results, "controls", list, where, []) + ([control] if control else [])  # pooled: "controls"
+    lines = [f"**{main}**", ""] + [f"Its positive control, {_headline_text(c, f'{where}.controls[{i}]')}.\n"
+                                   for i, c in enumerate(controls)]
     return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
+
+
+def render_groups(results: dict, where: str = "results") -> str:
+    """A groups block: each detection group's AP50 / AP / AP75 (mean [95% interval over its units]), nothing
+    decided -- the README's demo table (one unit a group: rows, no call)."""
+    if not isinstance(results, dict):
+        raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
+    return "\n".join(_group_lines(results, where)).strip() + "\n"
 
 
 def _headline_text(d, where: str) -> str:
     """"A vs B: <headline()>" of a results.json comparison, escaped as _comparison_text escapes."""
     try:
         c = comparison_from_json(d)
-        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method))
+        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
+                                       gate=c.adjustment.gate and _md(c.adjustment.gate))
         c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
                     why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
         return f"{c.a} vs {c.b}: {c.headline()}"
@@ -236,7 +247,8 @@ def _comparison_text(d, where: str) -> str:
     try:
         c = comparison_from_json(d)
         adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
-                                       family=_md(c.adjustment.family))
+                                       family=_md(c.adjustment.family),
+                                       gate=c.adjustment.gate and _md(c.adjustment.gate))
         c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
                     why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
         return f"{c.a} vs {c.b}: {c.describe()}"
@@ -278,7 +290,8 @@ def _render(doc: Path, cited: str, kind: str = "results") -> str:
         pooled = pool_results(parts, paths)
     except (RunFileError, PoolError) as err:
         raise ResultsDocError(f"{doc}: the block citing {cited}: {err}") from None
-    return (render_headline if kind == "headline" else render)(pooled, f"{doc}: {cited}")
+    renderer = {"results": render, "headline": render_headline, "groups": render_groups}[kind]
+    return renderer(pooled, f"{doc}: {cited}")
 
 
 def regenerate(doc: Path) -> str:

@@ -223,17 +223,17 @@ class Comparison:
                   f"{_count(self.units[0], self.unit_a)} vs {_count(self.units[1], self.unit_b)}")
         delta = f"Δ{self.metric} {self.delta:+.{nd}f}"
         if self.interval is None:
-            return f"no call ({self.why_no_interval}): {delta}, {counts}"
+            return f"no call ({self.why_no_interval or 'no interval'}): {delta}, {counts}"
         lo, hi = self.decided_by
         adj = self.adjustment
         level = f"{100 * (1 - self.alpha):.4g}% CI" + (f", {adj.method} over {adj.size}" if adj is not None else "")
         numbers = f"{delta} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
+        mde = "" if self.mde is None else f"; the smallest difference it could call is {self.mde:.{nd}f}"
         if adj is not None and adj.gate:
-            return (f"no call, {self._gate_head()}: {numbers}; the smallest difference it could call is "
-                    f"{self.mde:.{nd}f}")
+            return f"no call, {self._gate_head()}: {numbers}{mde}"
         if self.call is not None:
             return f"{self.call} ahead: {numbers}"
-        return f"this budget cannot rank them: {numbers}; the smallest difference it could call is {self.mde:.{nd}f}"
+        return f"this budget cannot rank them: {numbers}{mde}"
 
     def describe(self, nd: int = 2) -> str:
         """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why

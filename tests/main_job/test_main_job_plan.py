@@ -18,21 +18,24 @@ from detection.project import ENV_VAR, ProjectFilesNotFound, project_files
 
 
 def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
+    from detection.main_job.arms import ARMS
+
     plan = MainJobPlan(pretrain_seeds=(0, 1), detect_seeds=(0, 1, 2), pretrain_epochs=1.0)
     stages = plan_stages(plan, tmp_path)
     pre = [s for s in stages if s.kind == "pretrain"]
     det = [s for s in stages if s.kind == "detect" and s.init == "pretrained"]
     scratch = [s for s in stages if s.init == "scratch"]
-    # 2 backbones x 2 norms (GN, BN) x 2 seeds; 2 pretrained arms x 2 x 3 nested; 2 scratch arms x 2 backbones
-    assert len(pre) == 8 and len(det) == 2 * 2 * 2 * 3 and len(scratch) == 2 * 2
+    # 2 backbones x 2 norms (GN, BN) x 2 seeds; 3 pretrained arms (GN 1x, 3x: one pretraining; FrozenBN) x 2 x 3
+    # nested; 2 scratch arms x 2 backbones
+    assert len(pre) == 8 and len(det) == 3 * 2 * 2 * 3 and len(scratch) == 2 * 2
     for s in det:
-        norm = "_gn" if s.variant == "gn_pretrained" else ""
+        norm = "_gn" if ARMS[s.variant].pretrain_norm == "GN" else ""
         assert s.deps == [tmp_path / "pretrain" / f"{s.model}{norm}_p{s.pretrain_seed}"]
         i = s.argv.index("MODEL.WEIGHTS")
         assert s.argv[i + 1] == str(s.deps[0] / "model_final.pth") and s.argv[s.argv.index("SEED") + 1] == \
             str(s.detect_seed)
-    assert {s.group for s in det} == {"vgg16_bn_gn_pretrained", "resnet101_gn_pretrained",
-                                      "vgg16_bn_frozenbn_pretrained", "resnet101_frozenbn_pretrained"}
+    assert {s.group for s in det} == {f"{m}_{a}" for m in ("vgg16_bn", "resnet101")
+                                      for a in ("gn_pretrained", "gn_pretrained_3x", "frozenbn_pretrained")}
     assert all(s.iterations == plan.pretrain_iterations() for s in pre)
     assert sum("norm=GN" in s.argv for s in pre) == 4  # the BN runs keep their command lines (no norm option)
     assert {s.iterations for s in scratch if s.variant == "gn_scratch_3x"} == {3 * plan.detect_iterations}
