@@ -139,8 +139,8 @@ def render_headline(results: dict, where: str = "results") -> str:
     main = _headline_text(deltas[0], f"{where}.deltas[0]")
     control = _get(results, "control", dict, where)
     controls = _get(results, "controls", list, where, []) + ([control] if control else [])  # pooled: "controls"
-    lines = [f"**{main}**", ""] + [f"Its positive control, {_headline_text(c, f'{where}.controls[{i}]')}.\n"
-                                   for i, c in enumerate(controls)]
+    lines = [f"**{main}**"] + [f"Its positive control, {_headline_text(c, f'{where}.controls[{i}]')}."
+                               for i, c in enumerate(controls)] + [""]  # one paragraph, then the table
     return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
 
 

@@ -226,3 +226,16 @@ def test_a_pooled_part_keeps_its_control_recomputed_and_the_gate_it_sets(tmp_pat
     assert (pooled["gate"] is None) == called
     assert any(c["call"] for c in pooled["deltas"]) == called
     assert "Positive control (job/results.json): resnet18_frozenbn_pretrained vs" in render(pooled)
+
+
+def test_the_expected_resolution_lists_only_the_arm_comparisons_the_plan_makes():
+    """The full preset's committed halves compared GN pretrained 1x with GN scratch 3x; the preset no longer does
+    (the initialisation at equal schedules), so its dry run prints no MDE for that pair."""
+    from conftest import REPO
+    from detection.main_job.resolution import expected_resolution
+
+    plan = replace(MainJobPlan(), **PRESETS["full"])
+    r = expected_resolution(plan, plan_stages(plan, REPO / "output" / "never_written"), "full", "AP", 2.0, REPO)
+    pairs = {(e.a, e.b) for e in r.expected}
+    assert ("resnet101_gn_pretrained", "resnet101_gn_scratch") in pairs
+    assert not any(a.endswith("_gn_pretrained") and b.endswith("_gn_scratch_3x") for a, b in pairs), pairs
