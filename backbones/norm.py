@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 __all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "calibrate_frozen_bn", "PRETRAINED_BN_SCALE", "NORMS",
-           "BN_VARIANTS", "GN_GROUPS", "GroupNormSpec", "gn_groups_at", "layer_norm"]
+           "BN_VARIANTS", "GN_GROUPS", "GroupNormSpec", "resolve_norm"]
 
 NORMS = ("BN", "FrozenBN", "GN", "SyncBN", "")
 # One set of tensors (weight, bias, running statistics) under three behaviours: a checkpoint of one loads into
@@ -91,37 +91,32 @@ GN_GROUPS = 32  # Wu & He 2018's groups at the published widths (their Table 3: 
 
 @dataclass(frozen=True)
 class GroupNormSpec:
-    """norm="GN" with its number of groups, as a builder resolves it for its width and passes it to every layer."""
+    """norm="GN" with its number of groups, as a builder resolves its options and passes it to every layer."""
 
     groups: int
 
 
-def gn_groups_at(width: float) -> int:
-    """GroupNorm's groups in a net of channel width `width`: 32 x width, so that each layer has the channels per
-    group its full-width twin has with 32 (at width 0.25, 8 groups: min(32, C) groups had made 15 of ResNet-101's
-    layers InstanceNorm -- 1 channel a group, ~4 points of ImageNet error in Wu & He's Table 3 -- and 50 more 2)."""
-    return max(1, round(GN_GROUPS * width))
-
-
-def layer_norm(norm: str, gn_groups: int | None, width: float) -> str | GroupNormSpec:
-    """What a builder passes to its layers for its `norm` option: GN with `gn_groups` groups (None: gn_groups_at
-    its width), any other norm as named. ValueError for gn_groups without GN or below 1."""
+def resolve_norm(norm: str, gn_groups: int | None) -> str | GroupNormSpec:
+    """What a builder passes to its layers for its `norm` option: GN with `gn_groups` groups (None: Wu & He's 32,
+    at every width -- at width 0.25 some layers then have 1 channel a group; 32 x width groups, the channels per
+    group of the full-width net, left ResNet-101 at chance in 2 of 3 seeds of 32-px pretraining: CONVERGENCE.md),
+    any other norm as named. ValueError for gn_groups without GN or below 1."""
     if norm != "GN":
         if gn_groups is not None:
             raise ValueError(f"gn_groups={gn_groups}: only norm='GN' has groups (norm={norm!r})")
         return norm
     if gn_groups is not None and (isinstance(gn_groups, bool) or not isinstance(gn_groups, int) or gn_groups < 1):
         raise ValueError(f"gn_groups must be a whole number >= 1, got {gn_groups!r}")
-    return GroupNormSpec(gn_groups or gn_groups_at(width))
+    return GroupNormSpec(gn_groups or GN_GROUPS)
 
 
 def _group_count(channels: int, groups: int) -> int:
-    """`groups`, or `channels` where a layer has fewer (CIFAR's 16-channel stage: Wu & He's min(G, C)); ValueError
-    where they do not split the channels evenly (an odd width: rather than a silently other grouping)."""
+    """`groups`, or `channels` where a layer has fewer (a 16-channel layer: min(G, C) as before); ValueError where
+    they do not split the channels evenly (an odd width: rather than a silently other grouping)."""
     g = min(groups, channels)
     if channels % g:
         raise ValueError(f"GroupNorm: {channels} channels do not split into {g} groups (gn_groups {groups}); pass "
-                         "gn_groups that divides every layer's channels, or a width of whole multiples of 1/32")
+                         "gn_groups that divides every layer's channels")
     return g
 
 

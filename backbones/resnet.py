@@ -20,7 +20,7 @@ from .blocks import (
     PreActBottleneckBlock,
 )
 from .features import FeatureNet
-from .norm import freeze_, get_norm, layer_norm
+from .norm import freeze_, get_norm, resolve_norm
 from .registry import ModelInfo, register_model
 from .stages import make_stage
 from .width import check_width, scale_channels
@@ -147,10 +147,10 @@ def _check_shortcut(residual: bool, shortcut: str | None, default: str) -> str:
     return shortcut
 
 
-def _arch_norm(norm: str, gn_groups: int | None, width: float) -> dict:
+def _arch_norm(norm: str, gn_groups: int | None) -> dict:
     """The norm as a net's `arch` records it: its name, and for GN the groups it was built with (a checkpoint's
     GN weights fit a net of other groups in shape, not in function: loading compares them)."""
-    spec = layer_norm(norm, gn_groups, width)
+    spec = resolve_norm(norm, gn_groups)
     return {"norm": norm} | ({"gn_groups": spec.groups} if norm == "GN" else {})
 
 
@@ -171,8 +171,8 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
         zero_init_residual: zero the last BN of each residual branch (Goyal et al.); off, as in the paper.
         width: multiplier of every channel count, stem included (1.0 = the paper's 64..2048; 0.25 = 16..512);
             depth, block types, strides and names stay the same (see backbones.width).
-        gn_groups: GroupNorm's groups (norm="GN"); None: 32 x width, each layer's channels per group as at full
-            width with 32 (backbones.norm.gn_groups_at).
+        gn_groups: GroupNorm's groups (norm="GN"; default 32, Wu & He's; fewer where a layer has fewer channels),
+            recorded in `arch`: GN weights of other groups have the same shapes, not the same function.
     """
     if depth not in IMAGENET_DEPTHS:
         raise ValueError(f"ImageNet ResNet depth must be one of {sorted(IMAGENET_DEPTHS)}, got {depth}")
@@ -180,8 +180,8 @@ def resnet(depth: int, *, num_classes: int = 1000, residual: bool = True, shortc
     _check_flags(residual=residual, stride_in_1x1=stride_in_1x1, preact=preact,
                  zero_init_residual=zero_init_residual)
     shortcut = _check_shortcut(residual, shortcut, "B")
-    arch_norm = _arch_norm(norm, gn_groups, width)
-    norm = layer_norm(norm, gn_groups, width)
+    arch_norm = _arch_norm(norm, gn_groups)
+    norm = resolve_norm(norm, gn_groups)
     bottleneck = depth >= 50
     if preact:
         block = PreActBottleneckBlock if bottleneck else PreActBasicBlock
@@ -217,8 +217,8 @@ def cifar_resnet(depth: int, *, num_classes: int = 10, residual: bool = True, sh
     _check_flags(residual=residual, preact=preact, zero_init_residual=zero_init_residual)
     n = (depth - 2) // 6
     shortcut = _check_shortcut(residual, shortcut, "A")
-    arch_norm = _arch_norm(norm, gn_groups, width)
-    norm = layer_norm(norm, gn_groups, width)
+    arch_norm = _arch_norm(norm, gn_groups)
+    norm = resolve_norm(norm, gn_groups)
     block = PreActBasicBlock if preact else BasicBlock
     stem_ch = scale_channels(16, width)
     stem = CifarStem(in_channels, stem_ch, norm=norm, activate=not preact)

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from .blocks import Conv2dNorm
 from .features import FeatureNet
-from .norm import layer_norm
+from .norm import resolve_norm
 from .registry import ModelInfo, register_model
 from .stages import Stage
 from .width import check_width, scale_channels
@@ -88,7 +88,7 @@ def vgg(depth: int, *, num_classes: int = 1000, norm: str = "", dropout: float =
     if depth not in VGG_DEPTHS:
         raise ValueError(f"VGG depth must be one of {sorted(VGG_DEPTHS)}, got {depth}")
     width = check_width(width)
-    spec = layer_norm(norm, gn_groups, width)  # GN: gn_groups, or 32 x width (backbones.norm.gn_groups_at)
+    spec = resolve_norm(norm, gn_groups)  # GN: gn_groups, or 32
     model = VGG(VGG_DEPTHS[depth], num_classes=num_classes, norm=spec, dropout=dropout, in_channels=in_channels,
                 width=width)
     for m in model.modules():  # torchvision's VGG init

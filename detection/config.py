@@ -35,9 +35,9 @@ def add_backbones_config(cfg: CN) -> CN:
     b.STRIDE_IN_1X1 = True  # MSRA release / paper FLOPs; False for torchvision/timm ("v1.5") weights
     b.PREACT = False  # pre-activation units (Identity Mappings paper)
     b.NORM = "FrozenBN"  # paper: BN frozen at ImageNet statistics; "BN"/"GN"/"SyncBN" when training the norm
-    # GroupNorm's groups (NORM "GN"): 0 = 32 x WIDTH, each layer's channels per group as at full width with 32
-    # groups (backbones.norm.gn_groups_at); GN weights load only into a net of their groups
-    b.GN_GROUPS = 0
+    # GroupNorm's groups (NORM "GN"; Wu & He's 32, fewer where a layer has fewer channels); GN weights load only
+    # into a net of their groups (the same shapes at any groups: the checkpoint's arch records them)
+    b.GN_GROUPS = 32
     # Zero the last norm of each residual branch at initialisation (Goyal et al.): the main job's pretraining does
     # for residual nets, and its from-scratch legs do alike; pretrained weights replace it (a residual net only)
     b.ZERO_INIT_RESIDUAL = False
@@ -70,12 +70,13 @@ def add_backbones_config(cfg: CN) -> CN:
 def _backbone_build_problems(b: CN) -> list[str]:
     """MODEL.BACKBONES keys of the net's build a run cannot honour, named (never ignored)."""
     from backbones import model_info
+    from backbones.norm import GN_GROUPS
 
     problems = []
     groups = b.GN_GROUPS
-    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 0:
-        problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups!r}: an integer >= 0 (0: 32 x MODEL.BACKBONES.WIDTH)")
-    elif groups and b.NORM != "GN":
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups!r}: an integer >= 1")
+    elif groups != GN_GROUPS and b.NORM != "GN":
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: only NORM \"GN\" has groups (NORM is {b.NORM!r})")
     if not isinstance(b.ZERO_INIT_RESIDUAL, bool):
         problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL {b.ZERO_INIT_RESIDUAL!r}: True or False")

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backbones import model_info
-from backbones.norm import gn_groups_at
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import FINAL_CHECKPOINT
 
@@ -190,8 +189,7 @@ class MainJobPlan:
     def pretrain_options(self, model: str, norm: str = "BN") -> dict:
         """The model options of a pretraining net (what its stage builds; the time estimate builds the same); a
         norm other than BN (the nets' default) is an option, so the BN stages keep their command lines."""
-        gn = {"gn_groups": gn_groups_at(self.width)} if norm == "GN" else {}  # recorded in the stage's command
-        return {"width": self.width} | ({"norm": norm} if norm != "BN" else {}) | gn | init_options(model)
+        return {"width": self.width} | ({"norm": norm} if norm != "BN" else {}) | init_options(model)
 
     def degradation_options(self) -> dict:
         """The model options of every degradation net: full width, the units of degradation_preact."""
@@ -292,8 +290,6 @@ class MainJobPlan:
         else:
             schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule * fraction)
         init = ["MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"] if init_options(model) else []  # as pretrained
-        if ARMS[arm].detect_norm == "GN":  # the groups its pretraining net has, in the leg's config.yaml
-            init += ["MODEL.BACKBONES.GN_GROUPS", str(gn_groups_at(self.width))]
         return configs, ["MODEL.BACKBONES.NAME", model, "MODEL.BACKBONES.WIDTH", str(self.width), *init,
                          "MODEL.WEIGHTS", str(weights or ""), "SEED", str(seed), "OUTPUT_DIR", str(out), *schedule,
                          *self.detect_data.overrides(self.selection, self.test_scenes)]

@@ -50,7 +50,7 @@ def backbone_spec_from_cfg(cfg) -> BackboneSpec:
             options["shortcut"] = b.SHORTCUT
         if b.ZERO_INIT_RESIDUAL:
             options["zero_init_residual"] = True
-    if b.GN_GROUPS and options["norm"] == "GN":
+    if options["norm"] == "GN":
         options["gn_groups"] = b.GN_GROUPS
     return BackboneSpec(b.NAME, options, b.STRICT_LOAD)
 

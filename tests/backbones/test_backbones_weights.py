@@ -330,7 +330,7 @@ def test_load_model_rebuilds_the_net_a_checkpoint_holds_with_its_units_and_width
     save_pretrained(gn, tmp_path / "gn.pth")
     assert load_model(tmp_path / "gn.pth")[1]["norm"] == "GN"
     for norm, expected in (("", ("vgg11", {})), ("BN", ("vgg11_bn", {})),
-                           ("GN", ("vgg11", {"norm": "GN", "gn_groups": 4}))):  # 32 x 0.125
+                           ("GN", ("vgg11", {"norm": "GN", "gn_groups": 32}))):  # GN's groups, recorded
         save_pretrained(create_model("vgg11", norm=norm, width=0.125, num_classes=10), tmp_path / "vgg.pth")
         assert load_model(tmp_path / "vgg.pth")[:2] == (expected[0], {**expected[1], "width": 0.125}), norm
     sd = torch.load(tmp_path / "n.pth", weights_only=True)

@@ -103,20 +103,20 @@ def test_detector_rebuilds_a_width_quarter_classification_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["resnet101", "vgg16_bn", "plain34"])
-def test_groupnorm_at_width_quarter_has_the_channels_per_group_of_the_full_width_net(name):
-    """GN's groups scale with the width (32 x width: 8 at 0.25), so every layer normalises over as many channels
-    as in the paper's 32-group net at full width -- min(32, C) groups made 15 of ResNet-101's layers at width 0.25
-    InstanceNorm (1 channel a group). Width 1 keeps Wu & He's 32 groups."""
-    def per_group(m):
-        return [g.num_channels // g.num_groups for g in m.modules() if isinstance(g, torch.nn.GroupNorm)]
+def test_groupnorm_keeps_wu_and_hes_32_groups_at_any_width_unless_told_and_records_them(name):
+    """GN has 32 groups at every width (capped by a layer's channels: 16 at width 0.25's 16-channel layers) -- the
+    width-scaled alternative (8 at 0.25) left ResNet-101 at chance in 2 of 3 seeds (CONVERGENCE.md); gn_groups
+    sets another number, recorded in arch."""
+    def groups(m):
+        return [g.num_groups for g in m.modules() if isinstance(g, torch.nn.GroupNorm)]
 
     full, narrow = create_model(name, norm="GN"), create_model(name, norm="GN", width=0.25)
-    assert per_group(narrow) == per_group(full) and min(per_group(narrow)) >= 2
-    assert full.arch["gn_groups"] == 32 and narrow.arch["gn_groups"] == 8
-    assert {g.num_groups for g in full.modules() if isinstance(g, torch.nn.GroupNorm)} == {32}
+    assert set(groups(full)) == {32} and set(groups(narrow)) <= {16, 32} and 32 in groups(narrow)
+    assert full.arch["gn_groups"] == narrow.arch["gn_groups"] == 32
     explicit = create_model(name, norm="GN", width=0.25, gn_groups=4)
-    assert explicit.arch["gn_groups"] == 4 and max(g.num_groups for g in explicit.modules()
-                                                  if isinstance(g, torch.nn.GroupNorm)) == 4
+    assert explicit.arch["gn_groups"] == 4 and set(groups(explicit)) == {4}
+    with pytest.raises(ValueError, match=r"GroupNorm: 24 channels do not split into 16 groups"):
+        create_model("resnet18", norm="GN", width=0.375, gn_groups=16)
 
 
 @pytest.mark.bad_input
@@ -124,7 +124,8 @@ def test_gn_weights_of_other_groups_are_refused_though_every_shape_fits(tmp_path
     """GN's tensors have the same shapes at any number of groups, so only the recorded groups tell a checkpoint of
     another grouping apart: loaded, it would compute another function with no error."""
     path = save_pretrained(create_model("resnet18", norm="GN", width=0.25, gn_groups=16), tmp_path / "gn16.pth")
-    with pytest.raises(IncompatibleWeightsError, match=r"gn_groups: weights are for 16, model is 8"):
+    with pytest.raises(IncompatibleWeightsError, match=r"gn_groups: weights are for 16, model is 32(.|\n)*"
+                                                       r"hint: build the model with gn_groups=16"):
         load_pretrained(create_model("resnet18", norm="GN", width=0.25), path)
     name, options = infer_model(*read_weights(path))  # what convert / load build for it
     assert name == "resnet18" and options["gn_groups"] == 16

@@ -183,7 +183,7 @@ def test_non_finite_solver_options_are_refused(option, value):
      r"DATALOADER.SAMPLER_TRAIN 'RepeatFactorTrainingSampler': only TrainingSampler"),
     (["MODEL.BACKBONES.GN_GROUPS", "8"], r"MODEL.BACKBONES.GN_GROUPS 8: only NORM \"GN\" has groups \(NORM is "
                                          r"'FrozenBN'\)"),
-    (["MODEL.BACKBONES.GN_GROUPS", "-1"], r"MODEL.BACKBONES.GN_GROUPS -1: an integer >= 0"),
+    (["MODEL.BACKBONES.GN_GROUPS", "0"], r"MODEL.BACKBONES.GN_GROUPS 0: an integer >= 1"),
     (["MODEL.BACKBONES.NAME", "plain34", "MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"],
      r"MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: plain34 has no residual branches"),
 ])
@@ -226,7 +226,7 @@ def test_a_nan_learning_rate_in_a_config_file_is_refused_naming_the_key(tmp_path
 
 
 def test_gn_groups_and_zero_init_residual_drive_the_backbone_the_detector_builds():
-    """The two build keys reach the net: GN_GROUPS sets its groups (0: 32 x WIDTH), ZERO_INIT_RESIDUAL zeroes
+    """The two build keys reach the net: GN_GROUPS sets its groups (32 by default), ZERO_INIT_RESIDUAL zeroes
     the last norm of every residual branch."""
     import torch
 
@@ -238,7 +238,7 @@ def test_gn_groups_and_zero_init_residual_drive_the_backbone_the_detector_builds
                                 read_weights=False)
         return backbone_spec_from_cfg(cfg).build()
 
-    assert net().arch["gn_groups"] == 8 and net("MODEL.BACKBONES.GN_GROUPS", "4").arch["gn_groups"] == 4
+    assert net().arch["gn_groups"] == 32 and net("MODEL.BACKBONES.GN_GROUPS", "4").arch["gn_groups"] == 4
     zeroed = net("MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True")
     assert all(torch.count_nonzero(b.last_norm().weight) == 0 for b in zeroed.res3)
     assert all(torch.count_nonzero(b.last_norm().weight) > 0 for b in net().res3)

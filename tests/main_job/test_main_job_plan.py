@@ -55,7 +55,7 @@ def test_full_preset_compares_the_initialisation_at_equal_schedules_1x_and_3x_wi
     for model in ("vgg16_bn", "resnet101"):
         gn = [s for s in full if s.kind == "pretrain" and s.model == model and s.variant == "GN"
               and not s.control]
-        assert len(gn) == 3 and all("gn_groups=8" in s.argv for s in gn)
+        assert len(gn) == 3 and all("norm=GN" in s.argv for s in gn)
         for arm in ("gn_pretrained", "gn_scratch", "gn_pretrained_3x", "gn_scratch_3x"):
             assert len([s for s in full if s.variant == arm and s.model == model]) >= 3
     lengths = {s.variant: s.iterations for s in full if s.kind == "detect"}
@@ -211,7 +211,7 @@ def test_the_norm_comparison_may_differ_in_the_norm_and_its_groups_and_nothing_e
 
     plan = MainJobPlan(backbones=("vgg16_bn",), arms=("frozenbn_pretrained", "gn_pretrained"))
     assert build_differences(plan, "vgg16_bn") == {("frozenbn_pretrained", "gn_pretrained"): {
-        "gn_groups": [None, 8], "norm": ["BN", "GN"]}}
+        "gn_groups": [None, 32], "norm": ["BN", "GN"]}}
     assert check_arms(plan) == []
 
 
