@@ -33,6 +33,7 @@ def calibrate_frozen_bn():
     """backbones.norm.calibrate_frozen_bn of this checkout, without importing its packages (the tree's are)."""
     spec = importlib.util.spec_from_file_location("_checkout_backbones_norm", CALIBRATION)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # importlib's recipe: a dataclass in it looks its module up there
     spec.loader.exec_module(module)
     return module.calibrate_frozen_bn
 
