@@ -154,15 +154,7 @@ def render_groups(results: dict, where: str = "results") -> str:
 
 def _headline_text(d, where: str) -> str:
     """"A vs B: <headline()>" of a results.json comparison, escaped as _comparison_text escapes."""
-    try:
-        c = comparison_from_json(d)
-        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
-                                       gate=c.adjustment.gate and _md(c.adjustment.gate))
-        c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
-                    why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
-        return f"{c.a} vs {c.b}: {c.headline()}"
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
-        raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
+    return _comparison_text(d, where, headline=True)
 
 
 def _control_lines(results: dict, where: str) -> list[str]:
@@ -240,7 +232,7 @@ def _degradation_and_comparison_lines(results: dict, where: str) -> list[str]:
     return lines
 
 
-def _comparison_text(d, where: str) -> str:
+def _comparison_text(d, where: str, *, headline: bool = False) -> str:
     """"A vs B: <describe()>" of a results.json comparison, every text the file gives escaped (names, metric,
     units, the reasons and the adjustment's words; the statistic's own wording, "P(A > B)", is ours), or one line
     naming it."""
@@ -251,7 +243,7 @@ def _comparison_text(d, where: str) -> str:
                                        gate=c.adjustment.gate and _md(c.adjustment.gate))
         c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
                     why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
-        return f"{c.a} vs {c.b}: {c.describe()}"
+        return f"{c.a} vs {c.b}: {c.headline() if headline else c.describe()}"
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
 
