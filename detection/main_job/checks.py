@@ -16,6 +16,9 @@ from .arms import ARMS, arm_comparisons, unfair_keys
 from .data import EMBEDDED_TEST_SETS
 from .plan import SCALES, MainJobPlan, PlanError
 
+# The smallest pretraining image every detection backbone keeps a feature map at (total stride 32: res5 at 1x1).
+MIN_IMAGE_SIZE = 32
+
 __all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms",
            "start_build", "build_differences"]
 
@@ -64,6 +67,9 @@ def validate_plan(plan: MainJobPlan) -> None:
                             f"(it pretrains {', '.join(plan.pretrained_here()) or 'nothing'})")
         if not 0 < error < 1:
             raise PlanError(f"--pretrain-warmup {model}={error!r}: the training error is a fraction in (0, 1)")
+    if not MIN_IMAGE_SIZE <= plan.pretrain_image_size < math.inf:  # the nets' total stride: res5 at 1x1
+        raise PlanError(f"--pretrain-image-size must be at least {MIN_IMAGE_SIZE} (every backbone's total stride), "
+                        f"got {plan.pretrain_image_size}")
     if plan.pretrain_train_images is not None and not plan.pretrain_train_images > 0:  # 0 was read as "all"
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
     _validate_data(plan)

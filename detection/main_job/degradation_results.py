@@ -173,9 +173,9 @@ def _depth_note(c, kind: str, plan: MainJobPlan) -> str:
     """Deeper vs shallower of one kind of net, whichever way it falls (equivalence only from TOST)."""
     if c.call is None:
         margin = RECIPE.equivalence_margin
-        same = (f"equivalent within ±{margin:g} points (TOST at the family-adjusted level)"
-                if c.equivalent(margin) else f"neither a difference nor equivalence within ±{margin:g} points "
-                                             "(TOST) is established")
+        within = f"within ±{margin:g} points (how far two seeds of one 20-layer net fall apart: the recipe's margin)"
+        same = (f"equivalent {within} by TOST at the family-adjusted level" if c.equivalent(margin)
+                else f"neither a difference nor equivalence {within} is established")
         return (f"Degradation, {kind} nets: {c.a} vs {c.b}, {c.describe()}: {same} after "
                 f"{plan.degradation_iterations} iterations.")
     if c.call == c.b:

@@ -137,6 +137,10 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pretrain-images", type=int, default=None,
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
+    ap.add_argument("--pretrain-image-size", type=int, default=None, metavar="PX",
+                    help="the embedded pretraining's image size (default 32: res4 at 2x2, res5 at 1x1; 64 puts res4 "
+                         "at 4x4 for about 4x the pretraining time -- --dry-run measures it); the degradation nets "
+                         "keep CIFAR's 32")
     ap.add_argument("--pretrain-warmup", action="append", default=[], metavar="MODEL=ERROR",
                     help="pretrain MODEL at lr x0.1 until its running training error is below ERROR (a fraction; "
                          "the paper's rule for ResNet-110: 0.8); repeatable; replaces the preset's (family: "
@@ -192,6 +196,7 @@ def plan_from_args(args) -> MainJobPlan:
     for name, value in (("pretrain_seeds", args.pretrain_seeds), ("detect_seeds", args.detect_seeds),
                         ("pretrain_epochs", args.pretrain_epochs), ("pretrain_train_images", args.pretrain_images),
                         ("pretrain_val_images", args.pretrain_val_images),
+                        ("pretrain_image_size", args.pretrain_image_size),
                         ("detect_iterations", args.detect_iterations), ("test_scenes", args.test_scenes),
                         ("degradation_iterations", args.degradation_iterations),
                         ("degradation_seeds", args.degradation_seeds), ("scratch_seeds", args.scratch_seeds),
@@ -218,6 +223,7 @@ def plan_from_args(args) -> MainJobPlan:
         given = [o for o, v in (("--detect-iterations", args.detect_iterations),
                                 ("--pretrain-epochs", args.pretrain_epochs),
                                 ("--pretrain-val-images", args.pretrain_val_images),
+                                ("--pretrain-image-size", args.pretrain_image_size),
                                 ("--pretrain-warmup", args.pretrain_warmup or None)) if v is not None]
         if given:
             raise PlanError(f"{given[0]}: at --scale paper the paper configs' schedules and the ImageNet recipe "

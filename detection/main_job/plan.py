@@ -71,7 +71,8 @@ class MainJobPlan:
 
     backbones: tuple[str, ...] = ("vgg16_bn", "resnet101")  # the mission's pair (VGG-16 in its BN variant)
     width: float = 0.25  # channel multiplier of every net (backbones.width); 1.0 is not pretrainable here
-    pretrain_image_size: int = 32  # Fashion-MNIST items on 32x32 backgrounds
+    pretrain_image_size: int = 32  # Fashion-MNIST items on 32x32 backgrounds; res4 at 2x2, res5 at 1x1 (64 px, where
+    #                                res4 is 4x4, would take the headline preset past 150 min: CONVERGENCE.md)
     pretrain_epochs: float = 32.0  # passes over the training items; held-out error: 16 -> 32 moved ResNet-101 by
     #                                1.9 points, 32 -> 64 VGG-16(BN) by 1.3 (16 -> 32: 2.6; CONVERGENCE.md)
     pretrain_batch: int = 128  # fills 2 cores (tools/benchmark.py main_job section); the global batch: a stage
@@ -240,7 +241,7 @@ class MainJobPlan:
         schedule = RECIPE.schedule(n, self.degradation_warmup_fraction)
         return [str(project_files().tool("train_cls.py")), "--model", model,
                 *_model_option_args(self.degradation_options()), "--dataset", "embedded",
-                "--image-size", str(self.pretrain_image_size), "--iterations", str(n),
+                "--image-size", str(RECIPE.image_size), "--iterations", str(n),
                 "--batch-size", str(RECIPE.batch), *_trainer_option_args(schedule),
                 "--eval-period", str(max(1, n // 8)), "--checkpoint-period", str(max(1, n // 2)),
                 "--keep-checkpoints", "1", *val, "--workers", "1", "--seed", str(seed), "--output-dir", str(out)]
@@ -251,7 +252,7 @@ class MainJobPlan:
         cuts = " and ".join(f"{m:.0%}" for m in s["milestones"])
         warmup = (f", linear warm-up from lr x{s['warmup_factor']:g} over the first {s['warmup_iterations']} "
                   "iterations (ours, not the paper's)" if "warmup_iterations" in s else "")
-        return (f"{self.degradation_iterations} iterations of {RECIPE.batch} at {self.pretrain_image_size} px, "
+        return (f"{self.degradation_iterations} iterations of {RECIPE.batch} at {RECIPE.image_size} px, "
                 f"lr {s['lr']:g} (x0.1 at {cuts}){warmup}, "
                 + ("pre-activation units" if self.degradation_preact else "the paper's 2015 units"))
 

@@ -33,3 +33,25 @@ def test_a_rerun_into_a_directory_that_holds_the_runs_is_refused_before_any_net_
         run_degradation(["cifar_plain20", "cifar_resnet20"], base, tmp_path / "deg")
     assert not (tmp_path / "deg" / "cifar_plain20" / "config.json").exists()  # nothing trained
     assert (old / "config.json").read_text() == '{"lr": 0.1}'
+
+
+def test_the_tost_margin_is_the_sd_of_a_difference_of_two_seeds_in_the_committed_runs():
+    """RECIPE.equivalence_margin is a measured quantity, not a round number: sqrt(2) x the pooled seed sd of the
+    20-layer nets' final training error in the runs MARGIN_RUNS names (each net's sum of squares over its seeds)."""
+    import json
+    import math
+    from pathlib import Path
+
+    from classification.analysis.degradation import MARGIN_RUNS, RECIPE
+
+    squares, df = 0.0, 0
+    for name in MARGIN_RUNS:
+        job = json.loads((Path(__file__).parents[2] / "results" / name).read_text())
+        for net in job["degradation"]:
+            if net["depth"] == 20:
+                runs = [errors[-1] for errors in net["errors"]["train"].values()]
+                mean = sum(runs) / len(runs)
+                squares += sum((r - mean) ** 2 for r in runs)
+                df += len(runs) - 1
+    assert df == 8
+    assert RECIPE.equivalence_margin == pytest.approx(math.sqrt(2 * squares / df), abs=0.005)

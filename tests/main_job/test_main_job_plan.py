@@ -94,6 +94,17 @@ def test_every_degradation_net_gets_the_same_schedule_and_a_zero_warmup_fraction
 
 
 
+def test_the_pretraining_image_size_reaches_every_backbones_pretraining_and_not_the_cifar_degradation_nets(tmp_path):
+    """--pretrain-image-size 64 (res4 at 4x4) changes what the detection backbones pretrain on, control included;
+    the degradation nets keep the CIFAR recipe's 32 px; at paper scale (the ImageNet recipe's crops) it is refused."""
+    args = build_parser().parse_args(["--preset", "full", "--with-degradation", "--pretrain-image-size", "64"])
+    stages = plan_stages(plan_from_args(args), tmp_path)
+    sized = {(s.out.parent.name, s.argv[s.argv.index("--image-size") + 1]) for s in stages if "--image-size" in s.argv}
+    assert sized == {("pretrain", "64"), ("degradation", "32")}
+    with pytest.raises(PlanError, match=r"^--pretrain-image-size: at --scale paper"):
+        plan_from_args(build_parser().parse_args(["--preset", "paper", "--pretrain-image-size", "64"]))
+
+
 def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_norm(tmp_path):
     """Every scratch arm trains GN (BN's batch statistics at 2 images a batch are broken); each arm's overlay sets
     the norm the arm declares."""
@@ -245,6 +256,7 @@ def test_family_conventions_come_from_the_model_registry(tmp_path):
     ({"pretrain_epochs": float("inf")}, "--pretrain-epochs must be positive and finite, got inf"),
     ({"pretrain_epochs": float("nan")}, "--pretrain-epochs must be positive and finite, got nan"),
     ({"pretrain_train_images": 0}, "--pretrain-images must be positive"),
+    ({"pretrain_image_size": 16}, "--pretrain-image-size must be at least 32 (every backbone's total stride)"),
     ({"test_scenes": 500}, "--test-scenes 500: the embedded test sets have 100 or 1000 scenes"),
     ({"pretrain_warmup": (("vgg16_bn", 1.5),)}, "--pretrain-warmup vgg16_bn=1.5: the training error is a fraction"),
     ({"pretrain_warmup": (("plain34", 0.8),)}, "--pretrain-warmup plain34=0.8: plain34 is not pretrained by this job"),
