@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 __all__ = ["FrozenBatchNorm2d", "get_norm", "freeze_", "calibrate_frozen_bn", "PRETRAINED_BN_SCALE", "NORMS",
-           "BN_VARIANTS", "GN_GROUPS", "GroupNormSpec", "resolve_norm"]
+           "BN_VARIANTS", "GN_GROUPS", "GroupNormSpec", "UnevenGroupsError", "resolve_norm"]
 
 NORMS = ("BN", "FrozenBN", "GN", "SyncBN", "")
 # One set of tensors (weight, bias, running statistics) under three behaviours: a checkpoint of one loads into
@@ -110,13 +110,21 @@ def resolve_norm(norm: str, gn_groups: int | None) -> str | GroupNormSpec:
     return GroupNormSpec(gn_groups or GN_GROUPS)
 
 
+class UnevenGroupsError(ValueError):
+    """A GN layer whose channels its groups do not split evenly (its fields for a caller that names its own key)."""
+
+    def __init__(self, channels: int, groups: int):
+        self.channels, self.groups = channels, groups
+        super().__init__(f"GroupNorm: {channels} channels do not split into {min(groups, channels)} groups "
+                         f"(gn_groups {groups}); pass gn_groups that divides every layer's channels")
+
+
 def _group_count(channels: int, groups: int) -> int:
-    """`groups`, or `channels` where a layer has fewer (a 16-channel layer: min(G, C) as before); ValueError where
-    they do not split the channels evenly (an odd width: rather than a silently other grouping)."""
+    """`groups`, or `channels` where a layer has fewer (a 16-channel layer: min(G, C) as before); UnevenGroupsError
+    where they do not split the channels evenly (an odd width: rather than a silently other grouping)."""
     g = min(groups, channels)
     if channels % g:
-        raise ValueError(f"GroupNorm: {channels} channels do not split into {g} groups (gn_groups {groups}); pass "
-                         "gn_groups that divides every layer's channels")
+        raise UnevenGroupsError(channels, groups)
     return g
 
 
@@ -124,7 +132,8 @@ def get_norm(norm: str | GroupNormSpec | None, channels: int) -> nn.Module:
     """Build the norm layer named `norm` for `channels` channels.
 
     "BN": BatchNorm2d; "FrozenBN": FrozenBatchNorm2d; "GN": GroupNorm with 32 groups (Wu & He 2018), a
-    GroupNormSpec: with its groups (either: as many as divide the channels evenly, at most that many);
+    GroupNormSpec: with its groups (either: capped by a layer's channels; a count that does not divide them is
+    refused, ValueError);
     "SyncBN": SyncBatchNorm (cross-process statistics under DDP); "" or None: no normalization (VGG).
     """
     if isinstance(norm, GroupNormSpec):

@@ -67,17 +67,19 @@ def add_backbones_config(cfg: CN) -> CN:
     return cfg
 
 
-def _backbone_build_problems(b: CN) -> list[str]:
+def _backbone_build_problems(cfg: CN) -> list[str]:
     """MODEL.BACKBONES keys of the net's build a run cannot honour, named (never ignored)."""
     from backbones import model_info
     from backbones.norm import GN_GROUPS
 
-    problems = []
+    problems, b = [], cfg.MODEL.BACKBONES
     groups = b.GN_GROUPS
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups!r}: an integer >= 1")
     elif groups != GN_GROUPS and b.NORM != "GN":
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: only NORM \"GN\" has groups (NORM is {b.NORM!r})")
+    elif groups != GN_GROUPS and (why := _uneven_groups(b)):
+        problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: {why} at WIDTH {b.WIDTH}")
     if not isinstance(b.ZERO_INIT_RESIDUAL, bool):
         problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL {b.ZERO_INIT_RESIDUAL!r}: True or False")
     elif b.ZERO_INIT_RESIDUAL:
@@ -90,7 +92,28 @@ def _backbone_build_problems(b: CN) -> list[str]:
         elif b.PREACT or not b.NORM:  # the zeroed norm is the one after a branch's last conv
             problems.append("MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: needs a norm after each branch's last conv "
                             f"(PREACT {b.PREACT}, NORM {b.NORM!r})")
+        elif b.NORM == "FrozenBN" and not cfg.MODEL.WEIGHTS:  # a frozen zero scale: the branch stays 0 for good
+            problems.append("MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: with NORM \"FrozenBN\" and no MODEL.WEIGHTS "
+                            "every residual branch would stay zero (its last norm's scale is frozen at 0)")
     return problems
+
+
+def _uneven_groups(b: CN) -> str | None:
+    """Why the net of NAME at WIDTH has a GN layer whose channels GN_GROUPS does not split, or None (built on the
+    meta device: shapes only; a NAME or WIDTH the net refuses is named where the backbone is built)."""
+    import torch
+
+    from backbones import create_model
+    from backbones.norm import UnevenGroupsError
+
+    try:
+        with torch.device("meta"):
+            create_model(b.NAME, num_classes=0, width=b.WIDTH, norm="GN", gn_groups=b.GN_GROUPS)
+    except UnevenGroupsError as err:
+        return f"a layer of {b.NAME} has {err.channels} channels, which {err.groups} groups do not split evenly"
+    except (ValueError, TypeError):  # another NAME / WIDTH / option problem: named where the backbone is built
+        return None
+    return None
 
 
 def check_run_config(cfg: CN, *, training: bool = True) -> None:
@@ -121,7 +144,7 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
 
     if not finite(width) or not 0 < width <= MAX_WIDTH:
         problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, {MAX_WIDTH}]")
-    problems += _backbone_build_problems(cfg.MODEL.BACKBONES)
+    problems += _backbone_build_problems(cfg)
     from .datasets.validation import dataset_name_problem
 
     for key in ("TRAIN", "TEST"):

@@ -8,6 +8,8 @@
 To cite a job: copy its results.json into results/ and put the two markers where the block goes in RESULTS.md:
     <!-- results: results/<job>.json -->
     <!-- end results -->
+The README's `headline` block (the job's one comparison as a sentence, its control and its groups' table) and a
+`groups` block (the table alone) take the same file: <!-- headline: results/<job>.json --> ... <!-- end headline -->.
 """
 
 import argparse

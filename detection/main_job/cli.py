@@ -88,7 +88,7 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
             leg = build_pretrain_step(model, options=plan.pretrain_options(model, variant),
                                       image_size=plan.pretrain_image_size, batch=plan.pretrain_batch)
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
-            leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=plan.pretrain_image_size,
+            leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=RECIPE.image_size,
                                       batch=RECIPE.batch)
         else:
             leg = build_detection_leg(model, arm=variant, width=plan.width,
@@ -365,7 +365,7 @@ def _layer_responses(plan: MainJobPlan, stages: list[Stage], out: Path) -> dict[
     done = [s for s in stages if s.kind == "degradation" and read_classification_run(s.out).finished]
     if not done:
         return {}
-    val = build_datasets(ClsConfig(dataset="embedded", image_size=plan.pretrain_image_size, train_samples=1,
+    val = build_datasets(ClsConfig(dataset="embedded", image_size=RECIPE.image_size, train_samples=1,
                                    val_samples=plan.pretrain_val_images, workers=0, output_dir=str(out)))[1]
     responses: dict[str, dict[str, list]] = {}
     for s in done:

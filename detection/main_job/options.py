@@ -108,9 +108,9 @@ def _add_backbone_arguments(ap: argparse.ArgumentParser, d: MainJobPlan) -> None
     ap.add_argument("--width", type=float, default=None,
                     help=f"channel multiplier of every net (default {d.width:g}; a --weights file must have it)")
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=None,
-                    help="the detection arms (detection/main_job/arms.py; replaces the preset's: all in quick; "
-                         "full: gn_pretrained gn_scratch gn_pretrained_3x gn_scratch_3x; demo: frozenbn_pretrained "
-                         "gn_scratch)")
+                    help="the detection arms (detection/main_job/arms.py; replaces the preset's: "
+                         + "; ".join(f"{name}: {' '.join(p['arms']) if 'arms' in p else 'all'}"
+                                     for name, p in PRESETS.items() if p.get("arms", True)) + ")")
     ap.add_argument("--allow-unfair-arms", action="store_true",
                     help="run compared arms whose configs differ in keys, or whose starting nets in build options "
                          "(norm groups, width, stride placement, init rules), their factor does not name (the job "

@@ -127,7 +127,7 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
                 continue
             c = recomputed(pooled, kind, i, d)
             if c is None:  # a listed comparison the file cannot back: never dropped in silence
-                raise RunFileError(f"{origin[kind][i]}: {kind} lists {d['a']} vs {d['b']}, whose per-unit "
+                raise RunFileError(f"{origin[kind][i]}: {kind} lists {d['a']!r} vs {d['b']!r}, whose per-unit "
                                    f"{d['metric']} values are not in it: it cannot be decided from the file")
             keyed.append((kind, c))
     controls, gate = _controls(pooled, parts, names, metric)

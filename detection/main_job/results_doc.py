@@ -58,8 +58,9 @@ def comparison_from_json(d: dict) -> Comparison:
 
 
 def _md(text) -> str:
-    """Text from the file as Markdown shows it (report.document's rule: HTML escaped)."""
-    return html.escape(str(text), quote=False)
+    """Text from the file as Markdown shows it (report.document's rule: HTML escaped), on one line (a line break
+    in a name would end a table row or the headline's bold)."""
+    return html.escape(" ".join(str(text).splitlines()), quote=False)
 
 
 def _row(cells) -> str:
@@ -136,12 +137,12 @@ def render_headline(results: dict, where: str = "results") -> str:
     deltas = _get(results, "deltas", list, where, [])
     if len(deltas) != 1:
         raise ResultsDocError(f"{where}.deltas: a headline is one backbone comparison, the file has {len(deltas)}")
-    main = _headline_text(deltas[0], f"{where}.deltas[0]")
-    control = _get(results, "control", dict, where)
-    controls = _get(results, "controls", list, where, []) + ([control] if control else [])  # pooled: "controls"
-    lines = [f"**{main}**"] + [f"Its positive control, {_headline_text(c, f'{where}.controls[{i}]')}."
-                               for i, c in enumerate(controls)] + [""]  # one paragraph, then the table
-    return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
+    lines = [f"**{_headline_text(deltas[0], f'{where}.deltas[0]')}**"]
+    controls = _controls(results, where)
+    for at, c in controls:  # one paragraph, then the table; a pooled part named where there are several
+        lines.append(f"Its positive control{_part(c) if len(controls) > 1 else ''}, {_headline_text(c, at)}.")
+        lines += _chance_caveat(c)
+    return "\n".join(lines + [""] + _group_lines(results, where)).strip() + "\n"
 
 
 def render_groups(results: dict, where: str = "results") -> str:
@@ -157,17 +158,33 @@ def _headline_text(d, where: str) -> str:
     return _comparison_text(d, where, headline=True)
 
 
+def _controls(results: dict, where: str) -> list[tuple[str, object]]:
+    """(where in the file, the comparison) of each pooled part's positive control ("controls") and the job's own
+    ("control")."""
+    control = _get(results, "control", dict, where)
+    return ([(f"{where}.controls[{i}]", c) for i, c in enumerate(_get(results, "controls", list, where, []))]
+            + ([(f"{where}.control", control)] if control else []))
+
+
+def _part(c) -> str:
+    """ (the pooled part's label)" of a control, or nothing."""
+    return f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
+
+
+def _chance_caveat(c) -> list[str]:
+    """What a called control shows when its own pretraining never left chance."""
+    if not (isinstance(c, dict) and c.get("pretraining_at_chance")):
+        return []
+    return [f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): called, it shows only "
+            "that the job tells a trained backbone from an untrained one."]
+
+
 def _control_lines(results: dict, where: str) -> list[str]:
     """The positive control's comparison and the gate, before anything it decides."""
     lines = []
-    control = _get(results, "control", dict, where)
-    controls = _get(results, "controls", list, where, []) + ([control] if control else [])
-    for i, c in enumerate(controls):  # a job's own control, or each pooled part's
-        part = f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
-        lines.append(f"Positive control{part}: {_comparison_text(c, f'{where}.controls[{i}]')}")
-        if isinstance(c, dict) and c.get("pretraining_at_chance"):
-            lines.append(f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): called, it "
-                         "shows only that the job tells a trained backbone from an untrained one.")
+    for at, c in _controls(results, where):
+        lines.append(f"Positive control{_part(c)}: {_comparison_text(c, at)}")
+        lines += _chance_caveat(c)
     gate = _get(results, "gate", str, where)
     if gate:
         lines.append(f"No calls below: {_md(gate)}.")
@@ -185,7 +202,8 @@ def _group_lines(results: dict, where: str) -> list[str]:
         name, unit = _get(g, "name", str, at), _get(g, "unit", str, at)
         if name is None or unit is None:
             raise ResultsDocError(f"{at}: a group has a 'name' and a 'unit' (what its interval is over)")
-        units = _get(m.get("AP50") or {}, "units", int, f"{at}.metrics.AP50", 0)
+        first = next((k for k in ("AP50", "AP", "AP75") if m.get(k)), "AP50")  # a group scored on some metrics
+        units = _get(m.get(first) or {}, "units", int, f"{at}.metrics.{first}", 0)
         lines.append(_row([name, _get(g, "arm", str, at) or _get(g, "init", str, at, "—"),
                            f"{units} {unit}{'' if units == 1 else 's'}",
                            *(_mean_ci(m.get(k), f"{at}.metrics.{k}") for k in ("AP50", "AP", "AP75"))]))

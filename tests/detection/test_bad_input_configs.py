@@ -186,6 +186,11 @@ def test_non_finite_solver_options_are_refused(option, value):
     (["MODEL.BACKBONES.GN_GROUPS", "0"], r"MODEL.BACKBONES.GN_GROUPS 0: an integer >= 1"),
     (["MODEL.BACKBONES.NAME", "plain34", "MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"],
      r"MODEL.BACKBONES.ZERO_INIT_RESIDUAL True: plain34 has no residual branches"),
+    (["MODEL.WEIGHTS", "", "MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"],
+     r"ZERO_INIT_RESIDUAL True: with NORM \"FrozenBN\" and no MODEL.WEIGHTS every residual branch would stay zero"),
+    (["MODEL.BACKBONES.NORM", "GN", "MODEL.BACKBONES.GN_GROUPS", "24"],  # caught here, not when the net is built
+     r"MODEL.BACKBONES.GN_GROUPS 24: a layer of resnet34 has 64 channels, which 24 groups do not split evenly at "
+     r"WIDTH 1.0"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""

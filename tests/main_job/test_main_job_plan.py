@@ -215,6 +215,13 @@ def test_a_pretrained_and_a_scratch_arm_whose_nets_are_built_differently_are_ref
         check_arms(plan)
     overridden = check_arms(replace(plan, allow_unfair=True))
     assert len(overridden) == 1 and "stride_in_1x1" in overridden[0]
+    monkeypatch.setattr(plan_module.MainJobPlan, "detect_config", real)  # the configs alike, the pretraining not:
+    pretrain_options = plan_module.MainJobPlan.pretrain_options  # only the build check sees it
+    monkeypatch.setattr(plan_module.MainJobPlan, "pretrain_options", lambda self, model, norm: {
+        k: v for k, v in pretrain_options(self, model, norm).items() if k != "zero_init_residual"})
+    with pytest.raises(PlanError, match=r"resnet101: arms gn_pretrained and gn_scratch differ in the backbone build "
+                                        r"option zero_init_residual \(False vs True\), beyond their factor"):
+        check_arms(plan)
 
 
 def test_the_norm_comparison_may_differ_in_the_norm_and_its_groups_and_nothing_else():

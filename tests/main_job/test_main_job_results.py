@@ -94,7 +94,7 @@ def test_degradation_notes_say_what_the_depth_comparisons_show_whichever_way_the
     plain, residual = degradation_notes(other_way, plan)
     assert "ends with the lower training error, no degradation at this budget: Δtraining error -10.00" in plain
     assert "cifar_resnet56 vs cifar_resnet20, Δtraining error -0.33" in residual
-    assert residual.endswith("neither a difference nor equivalence within ±1.49 points (how far two seeds of one "
+    assert residual.endswith("neither a difference nor equivalence within ±1.67 points (how far two seeds of one "
                              "20-layer net fall apart: the recipe's margin) is established after "
                              f"{plan.degradation_iterations} iterations.")
 
@@ -111,7 +111,7 @@ def test_equivalence_wording_only_from_tost():
 
     tight, = degradation_notes(res([20.1, 20.2, 20.3], [20.0, 20.0, 20.1]), MainJobPlan())
     wide, = degradation_notes(res([10.0, 20.0, 30.5], [15.0, 20.0, 25.0]), MainJobPlan())
-    assert "equivalent within ±1.49 points" in tight and "equivalent within" not in wide
+    assert "equivalent within ±1.67 points" in tight and "equivalent within" not in wide
 
 
 def test_the_interaction_note_calls_the_reversal_after_the_family_adjustment():

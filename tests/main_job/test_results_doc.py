@@ -53,7 +53,8 @@ def test_a_listed_comparison_the_file_cannot_back_is_one_error_not_dropped(tmp_p
     c = adjust([compare("AP", "b", {0: [1.0], 1: [2.0]}, "run", "a", {0: [0.5], 1: [0.7]}, "run")], "f")[0]
     (tmp_path / "f.json").write_text(json.dumps({"groups": [], "deltas": [_asdict(c)]}))
     (tmp_path / "DOC.md").write_text("<!-- results: f.json -->\n<!-- end results -->\n")
-    with pytest.raises(ResultsDocError, match="f.json: deltas lists b vs a, whose per-unit AP values are not in it"):
+    with pytest.raises(ResultsDocError, match="f.json: deltas lists 'b' vs 'a', whose per-unit AP values are not in "
+                                              "it"):
         stale_blocks(tmp_path / "DOC.md")
 
 
@@ -192,7 +193,7 @@ def test_a_headline_block_is_its_one_comparisons_call_as_a_sentence_and_the_chec
     assert "**r101 vs vgg: vgg ahead: ΔAP -5.8 [" in text
     assert "(95% CI, Holm step-down over 1; 3 vs 3 pretraining runs)**" in text
     assert "Its positive control, vgg vs vgg_control: vgg ahead: ΔAP +15.0 [" in text
-    assert "| r101 | frozenbn_pretrained | 0 pretraining runs | — | 50.2 | — |" in text
+    assert "| r101 | frozenbn_pretrained | 3 pretraining runs | — | 50.2 | — |" in text  # units of the AP scored
     assert text.endswith("<!-- end headline -->\n\nMore.\n")
     assert stale_blocks(called) == []
     unresolved = _headline_job(tmp_path, {0: [50.0], 1: [58.0], 2: [49.5]}, {0: [56.0], 1: [50.0], 2: [57.0]})
@@ -202,6 +203,21 @@ def test_a_headline_block_is_its_one_comparisons_call_as_a_sentence_and_the_chec
     data["groups"][0]["values"]["AP"]["1"] = [40.0]  # the file changes, the README does not
     (tmp_path / "results" / "job.json").write_text(json.dumps(data))
     assert stale_blocks(unresolved) == ["results/job.json"]
+
+
+@pytest.mark.bad_input
+def test_a_line_break_in_a_name_stays_inside_its_table_cell_and_the_headline(tmp_path):
+    """A name from an untrusted file with a line break in it ended the row (or the headline's bold) and began a
+    forged one: generated text keeps every name on its line."""
+    called = _headline_job(tmp_path, {0: [50.0], 1: [51.0], 2: [49.5]}, {0: [56.0], 1: [55.0], 2: [57.0]})
+    data = json.loads((tmp_path / "results" / "job.json").read_text())
+    forged = "r101\n\n# forged heading\n| forged | row |"
+    data["groups"][0]["name"] = data["deltas"][0]["a"] = forged
+    (tmp_path / "results" / "job.json").write_text(json.dumps(data))
+    text = regenerate(called)
+    assert "\n| forged" not in text and "\n# forged" not in text
+    assert "**r101  # forged heading | forged | row | vs vgg: " in text
+    assert "| r101  # forged heading \\| forged \\| row \\| | frozenbn_pretrained |" in text
 
 
 @pytest.mark.bad_input
