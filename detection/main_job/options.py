@@ -139,8 +139,8 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pretrain-val-images", type=int, default=None)
     ap.add_argument("--pretrain-image-size", type=int, default=None, metavar="PX",
                     help="the embedded pretraining's image size (default 32: res4 at 2x2, res5 at 1x1; 64 puts res4 "
-                         "at 4x4 for about 4x the pretraining time -- --dry-run measures it); the degradation nets "
-                         "keep CIFAR's 32")
+                         "at 4x4 for 2.9x (ResNet-101) to 4.2x (VGG-16(BN)) the pretraining step, the headline preset "
+                         "190 min: CONVERGENCE.md; --dry-run measures it); the degradation nets keep CIFAR's 32")
     ap.add_argument("--pretrain-warmup", action="append", default=[], metavar="MODEL=ERROR",
                     help="pretrain MODEL at lr x0.1 until its running training error is below ERROR (a fraction; "
                          "the paper's rule for ResNet-110: 0.8); repeatable; replaces the preset's (family: "
