@@ -78,7 +78,7 @@ def _backbone_build_problems(cfg: CN) -> list[str]:
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups!r}: an integer >= 1")
     elif groups != GN_GROUPS and b.NORM != "GN":
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: only NORM \"GN\" has groups (NORM is {b.NORM!r})")
-    elif groups != GN_GROUPS and (why := _uneven_groups(b)):
+    elif b.NORM == "GN" and (why := _uneven_groups(cfg)):  # the default 32 too: WIDTH 0.3 has a 38-channel layer
         problems.append(f"MODEL.BACKBONES.GN_GROUPS {groups}: {why} at WIDTH {b.WIDTH}")
     if not isinstance(b.ZERO_INIT_RESIDUAL, bool):
         problems.append(f"MODEL.BACKBONES.ZERO_INIT_RESIDUAL {b.ZERO_INIT_RESIDUAL!r}: True or False")
@@ -98,20 +98,23 @@ def _backbone_build_problems(cfg: CN) -> list[str]:
     return problems
 
 
-def _uneven_groups(b: CN) -> str | None:
-    """Why the net of NAME at WIDTH has a GN layer whose channels GN_GROUPS does not split, or None (built on the
-    meta device: shapes only; a NAME or WIDTH the net refuses is named where the backbone is built)."""
+def _uneven_groups(cfg: CN) -> str | None:
+    """Why the detector's net (MODEL.BACKBONES, built as the run builds it, on the meta device: shapes only) has a GN
+    layer whose channels GN_GROUPS does not split, or None; any other problem of the build (a NAME or WIDTH the net
+    refuses) is named where the backbone is built."""
     import torch
 
-    from backbones import create_model
     from backbones.norm import UnevenGroupsError
+
+    from .modeling.backbone import backbone_spec_from_cfg
 
     try:
         with torch.device("meta"):
-            create_model(b.NAME, num_classes=0, width=b.WIDTH, norm="GN", gn_groups=b.GN_GROUPS)
+            backbone_spec_from_cfg(cfg).build()
     except UnevenGroupsError as err:
-        return f"a layer of {b.NAME} has {err.channels} channels, which {err.groups} groups do not split evenly"
-    except (ValueError, TypeError):  # another NAME / WIDTH / option problem: named where the backbone is built
+        return (f"a layer of {cfg.MODEL.BACKBONES.NAME} has {err.channels} channels, which {err.groups} groups do not "
+                "split evenly")
+    except (ValueError, TypeError, KeyError):  # not this check's to name: the build names it
         return None
     return None
 

@@ -68,7 +68,8 @@ def main(argv=None) -> int:
 def _run(args) -> int:
     out = Path(args.out)
     schedule = RECIPE.schedule(args.iterations, args.warmup_fraction) | {"lr": args.lr}
-    base = ClsConfig(dataset=args.dataset, data_root=args.data_root, iterations=args.iterations,
+    base = ClsConfig(dataset=args.dataset, data_root=args.data_root, image_size=RECIPE.image_size,
+                     iterations=args.iterations,
                      batch_size=args.batch_size, eval_period=args.eval_period,
                      checkpoint_period=args.iterations, train_samples=args.train_samples,
                      val_samples=None if args.holdout else args.val_samples, holdout=args.holdout,

@@ -56,10 +56,10 @@ class DegradationRecipe:
     # one net do -- the sd of a difference of two runs, sqrt(2) x the pooled seed sd (1.18, 4 df) of the 20-layer
     # nets' final training error in the committed run of this recipe (MARGIN_RUNS; a test recomputes it), fixed
     # before any later run is judged by it. The 56-layer nets are left out: how long each seed sits on the plateau
-    # is part of what the experiment tests, not noise of a rerun. At that sd a TOST needs 4 to 6 seeds a net
-    # (by its Holm step) to have a chance at all (at 3 its interval is wider than the margin even at a difference
-    # of 0): the preset's 3 seeds call differences, and otherwise say "neither a difference nor equivalence", with
-    # the MDE.
+    # is part of what the experiment tests, not noise of a rerun. At that sd a TOST needs 4 to 8 seeds a net
+    # (by its Holm step over the preset's 5 comparisons) to have a chance at all (at 3 its interval is wider than
+    # the margin even at a difference of 0): the preset's 3 seeds call differences, and otherwise say "neither a
+    # difference nor equivalence", with the MDE. With 4 df the sd itself is known only to [0.71, 3.4] (95%).
     equivalence_margin: float = 1.67
 
 

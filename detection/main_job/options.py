@@ -235,6 +235,9 @@ def plan_from_args(args) -> MainJobPlan:
                             "would pretrain on it")
         plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
+    if args.pretrain_image_size is not None and not plan.pretrained_here():  # never ignored
+        raise PlanError(f"--pretrain-image-size {args.pretrain_image_size}: this job pretrains no backbone (every one "
+                        "from --weights, or none planned); leave it out")
     if args.test_scenes is not None and not plan.detect_data.embedded:  # never ignored
         raise PlanError(f"--test-scenes {args.test_scenes} chooses among the embedded val scenes; your own data's "
                         "test set is the one --detect-coco / --detect-voc names")

@@ -66,6 +66,19 @@ def _one_test_set(parts: list[dict], names: list[str]) -> None:
         raise PoolError(f"the parts were not scored on one test set ({sets}): their comparisons are not one family")
 
 
+def _one_pretraining_size(parts: list[dict], names: list[str]) -> int | None:
+    """The image size every part that pretrained its backbones pretrained them at (results.json
+    "pretrain_image_size"; a part that pretrained before it was recorded: 32), PoolError naming them otherwise."""
+    sizes = {n: r.get("pretrain_image_size", 32 if r.get("pretraining") else None)
+             for r, n in zip(parts, names) if isinstance(r, dict)}
+    seen = {v for v in sizes.values() if v is not None}
+    if len(seen) > 1:
+        raise PoolError("the parts pretrained at different image sizes ("
+                        + "; ".join(f"{n}: {v} px" for n, v in sizes.items() if v is not None)
+                        + "): their comparisons are not one family")
+    return seen.pop() if seen else None
+
+
 def _merge(parts: list[dict], names: list[str]) -> tuple[dict, dict[str, list[str]]]:
     """(the parts' lists and maps in one results dict, kind -> the part each listed comparison came from)."""
     pooled: dict = {k: {} for k in MERGED} | {k: [] for k in CONCATENATED} | {k: [] for k in COMPARISON_KINDS}
@@ -112,6 +125,7 @@ def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) ->
 def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
     """The parts (results.json dicts, named by `names` in messages and in the family) as one results dict."""
     _one_test_set(parts, names)
+    size = _one_pretraining_size(parts, names)
     pooled, origin = _merge(parts, names)
     untrained = _untrained(pooled)
     metric = COMPARED_METRICS[0]
@@ -141,6 +155,7 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
     pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
                "test_set": parts[0].get("test_set") or {},  # one for all parts (_one_test_set)
+               "pretrain_image_size": size,
                "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name, "pretraining_at_chance": n}
                             for name, c, n in controls]}
     pooled.pop("control", None)

@@ -110,6 +110,8 @@ class JobResults:
     correlation: Correlation | None = None
     data: str = ""  # what the job ran on (data_text: the embedded set, or the files given, and the scale)
     test_set: dict = field(default_factory=dict)  # data.test_set_identity: what its legs were scored on, by content
+    pretrain_image_size: int | None = None  # px the job's backbones pretrained at (None: it pretrained none, or the
+    #                                          paper scale's ImageNet crops); absent from files before it: 32
     # The positive control (plan.control): the backbone's full-budget group vs its control group on the compared
     # metric, and their pretraining top-1 errors (the gap the control is made of); the gate: why the family makes no
     # calls (None: the control was called, or results made without a plan)
@@ -172,6 +174,8 @@ def job_results(stages: list[Stage], plan: MainJobPlan,
     layer_responses: {net: {run: layer_mean}} of the degradation runs (Fig. 7, measured by the caller);
     given_top1: the top-1 of each backbone whose weights the job was given (published or measured by the caller)."""
     out = JobResults()
+    if plan.pretrained_here() and plan.scale == "embedded":
+        out.pretrain_image_size = plan.pretrain_image_size
     board_arm = leaderboard_arm(plan.arms)
     _pretraining(out, stages, plan, board_arm)
     out.top1.update(given_top1 or {})

@@ -141,7 +141,7 @@ def render_headline(results: dict, where: str = "results") -> str:
     controls = _controls(results, where)
     for at, c in controls:  # one paragraph, then the table; a pooled part named where there are several
         lines.append(f"Its positive control{_part(c) if len(controls) > 1 else ''}, {_headline_text(c, at)}.")
-        lines += _chance_caveat(c)
+        lines += _chance_caveat(c, at)
     return "\n".join(lines + [""] + _group_lines(results, where)).strip() + "\n"
 
 
@@ -171,12 +171,13 @@ def _part(c) -> str:
     return f" ({_md(c['part'])})" if isinstance(c, dict) and c.get("part") else ""
 
 
-def _chance_caveat(c) -> list[str]:
+def _chance_caveat(c, where: str) -> list[str]:
     """What a called control shows when its own pretraining never left chance."""
-    if not (isinstance(c, dict) and c.get("pretraining_at_chance")):
+    stuck = _get(c, "pretraining_at_chance", int, where, 0) if isinstance(c, dict) else 0
+    if not stuck:
         return []
-    return [f"Its pretraining never left chance ({int(c['pretraining_at_chance'])} run(s)): called, it shows only "
-            "that the job tells a trained backbone from an untrained one."]
+    return [f"Its pretraining never left chance ({stuck} run(s)): called, it shows only that the job tells a trained "
+            "backbone from an untrained one."]
 
 
 def _control_lines(results: dict, where: str) -> list[str]:
@@ -184,7 +185,7 @@ def _control_lines(results: dict, where: str) -> list[str]:
     lines = []
     for at, c in _controls(results, where):
         lines.append(f"Positive control{_part(c)}: {_comparison_text(c, at)}")
-        lines += _chance_caveat(c)
+        lines += _chance_caveat(c, at)
     gate = _get(results, "gate", str, where)
     if gate:
         lines.append(f"No calls below: {_md(gate)}.")

@@ -191,6 +191,9 @@ def test_non_finite_solver_options_are_refused(option, value):
     (["MODEL.BACKBONES.NORM", "GN", "MODEL.BACKBONES.GN_GROUPS", "24"],  # caught here, not when the net is built
      r"MODEL.BACKBONES.GN_GROUPS 24: a layer of resnet34 has 64 channels, which 24 groups do not split evenly at "
      r"WIDTH 1.0"),
+    (["MODEL.BACKBONES.NORM", "GN", "MODEL.BACKBONES.WIDTH", "0.3"],  # the default 32 groups at an odd width
+     r"MODEL.BACKBONES.GN_GROUPS 32: a layer of resnet34 has \d+ channels, which 32 groups do not split evenly at "
+     r"WIDTH 0.3"),
 ])
 def test_unusable_config_values_are_refused_naming_the_key(opts, match):
     """Round three's poor ones: each failed later with a bare KeyError / assertion or "diverged at iteration 0"."""

@@ -103,6 +103,8 @@ def test_the_pretraining_image_size_reaches_every_backbones_pretraining_and_not_
     assert sized == {("pretrain", "64"), ("degradation", "32")}
     with pytest.raises(PlanError, match=r"^--pretrain-image-size: at --scale paper"):
         plan_from_args(build_parser().parse_args(["--preset", "paper", "--pretrain-image-size", "64"]))
+    with pytest.raises(PlanError, match=r"^--pretrain-image-size 64: this job pretrains no backbone"):
+        plan_from_args(build_parser().parse_args(["--preset", "degradation", "--pretrain-image-size", "64"]))
 
 
 def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_norm(tmp_path):

@@ -57,6 +57,18 @@ def test_two_runs_of_one_part_are_refused_naming_the_group():
 
 
 @pytest.mark.bad_input
+def test_parts_pretrained_at_different_image_sizes_are_refused_naming_them():
+    """--pretrain-image-size 64 and the 32 px of a part written before the size was recorded: not one family."""
+    parts, names = _parts(*HALVES)
+    parts[1]["pretrain_image_size"] = 64
+    with pytest.raises(PoolError, match=r"pretrained at different image sizes \(results/full_resnet101_2026-12-04_amd"
+                                        r".json: 32 px; results/full_vgg16_bn_2026-12-06_intel.json: 64 px\)"):
+        pool_results(parts, names)
+    parts[1]["pretrain_image_size"] = 32
+    assert pool_results(parts, names)["pretrain_image_size"] == 32
+
+
+@pytest.mark.bad_input
 @pytest.mark.parametrize("sets", [({"name": "embedded_val", "content": "a"}, {"name": "embedded_val", "content": "b"}),
                                   ({"name": "embedded_val", "content": "a"}, None)])
 def test_parts_scored_on_different_test_sets_are_refused_naming_them(sets):

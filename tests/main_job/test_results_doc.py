@@ -14,6 +14,7 @@ from detection.main_job.results_doc import (
     comparison_from_json,
     regenerate,
     render,
+    render_headline,
     stale_blocks,
 )
 from detection.report.comparison import adjust, compare
@@ -203,6 +204,24 @@ def test_a_headline_block_is_its_one_comparisons_call_as_a_sentence_and_the_chec
     data["groups"][0]["values"]["AP"]["1"] = [40.0]  # the file changes, the README does not
     (tmp_path / "results" / "job.json").write_text(json.dumps(data))
     assert stale_blocks(unresolved) == ["results/job.json"]
+
+
+def test_a_headline_says_what_a_control_from_untrained_pretraining_shows_and_names_pooled_parts(tmp_path):
+    """A control whose own pretraining never left chance shows only trained vs untrained: the headline says so, as
+    the results block does; pooled parts' controls are named by part (one control: no label); a count that is no
+    integer is one error naming the key."""
+    doc = _headline_job(tmp_path, {0: [50.0], 1: [51.0], 2: [49.5]}, {0: [56.0], 1: [55.0], 2: [57.0]},
+                        control={0: [40.0], 1: [42.0], 2: [41.0]})
+    path = tmp_path / "results" / "job.json"
+    data = json.loads(path.read_text())
+    assert "Its positive control, vgg vs vgg_control" in doc.read_text()  # one control: no part label
+    path.write_text(json.dumps({**data, "control_at_chance": ["p0", "p1"]}))  # as the job records it
+    assert "Its pretraining never left chance (2 run(s)): called, it shows only that" in regenerate(doc)
+    parts = [{**data["control"], "part": name} for name in ("a.json", "b.json")]  # a pooled dict, as pool.py makes
+    text = render_headline({**{k: v for k, v in data.items() if k != "control"}, "controls": parts}, "pooled")
+    assert "Its positive control (a.json), vgg vs vgg_control" in text and "Its positive control (b.json)," in text
+    with pytest.raises(ResultsDocError, match=r"pooled.controls\[0\].pretraining_at_chance: expected int"):
+        render_headline({**data, "controls": [{**parts[0], "pretraining_at_chance": "x"}]}, "pooled")
 
 
 @pytest.mark.bad_input
