@@ -123,15 +123,25 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
     """Values a training or evaluation run cannot use, refused before anything starts, naming the key (they used
     to fail later with a bare KeyError or assertion, or train something else: "diverged at iteration 0").
     training=False (--eval-only): the keys only training reads are not checked."""
+    problems = _model_problems(cfg) + _run_problems(cfg, training) + _input_and_solver_problems(cfg)
+    if problems:
+        raise ValueError("config: " + "; ".join(problems))
+
+
+def _finite(v) -> bool:
     import math
 
-    def finite(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _model_problems(cfg: CN) -> list[str]:
+    """The input normalisation, the counts every run needs, and the backbone's build keys."""
+    from backbones.width import MAX_WIDTH
 
     problems = []
     for key in ("MODEL.PIXEL_MEAN", "MODEL.PIXEL_STD"):
         v = list(cfg.MODEL[key.split(".")[1]])
-        if len(v) != 3 or not all(finite(x) for x in v):
+        if len(v) != 3 or not all(_finite(x) for x in v):
             problems.append(f"{key} {v}: three finite numbers, one per channel")
         elif key.endswith("STD") and min(v) <= 0:
             problems.append(f"{key} {v}: standard deviations must be > 0")
@@ -143,13 +153,17 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
         if isinstance(node, bool) or not isinstance(node, int) or node < low:
             problems.append(f"{key} {node!r}: an integer >= {low}")
     width = cfg.MODEL.BACKBONES.WIDTH
-    from backbones.width import MAX_WIDTH
-
-    if not finite(width) or not 0 < width <= MAX_WIDTH:
+    if not _finite(width) or not 0 < width <= MAX_WIDTH:
         problems.append(f"MODEL.BACKBONES.WIDTH {width!r}: a channel multiplier in (0, {MAX_WIDTH}]")
-    problems += _backbone_build_problems(cfg)
-    from .datasets.validation import dataset_name_problem
+    return problems + _backbone_build_problems(cfg)
 
+
+def _run_problems(cfg: CN, training: bool) -> list[str]:
+    """The datasets, the output directory, the sampler, the evaluator and the RoI head's features."""
+    from .datasets.validation import dataset_name_problem
+    from .evaluation.coco import COCO_BACKENDS
+
+    problems = []
     for key in ("TRAIN", "TEST"):
         for name in cfg.DATASETS[key]:
             if why := dataset_name_problem(name):
@@ -160,14 +174,18 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
     if training and cfg.DATALOADER.SAMPLER_TRAIN != "TrainingSampler":
         problems.append(f"DATALOADER.SAMPLER_TRAIN {cfg.DATALOADER.SAMPLER_TRAIN!r}: only TrainingSampler (a shuffled "
                         "stream; detection/engine/data.py's resumable sampler) is implemented")
-    from .evaluation.coco import COCO_BACKENDS
-
     if cfg.EVAL.COCO_BACKEND not in COCO_BACKENDS:
         problems.append(f"EVAL.COCO_BACKEND {cfg.EVAL.COCO_BACKEND!r}: one of {list(COCO_BACKENDS)}")
     head, feats = cfg.MODEL.ROI_HEADS.NAME, list(cfg.MODEL.BACKBONES.OUT_FEATURES)
     if head in ("BackbonesRes5ROIHeads", "BackbonesVGGROIHeads") and list(cfg.MODEL.ROI_HEADS.IN_FEATURES) != feats:
         problems.append(f"MODEL.ROI_HEADS.IN_FEATURES {list(cfg.MODEL.ROI_HEADS.IN_FEATURES)} with "
                         f"MODEL.BACKBONES.OUT_FEATURES {feats}: the {head} head pools the trunk's one output")
+    return problems
+
+
+def _input_and_solver_problems(cfg: CN) -> list[str]:
+    """The image sizes, the schedule, the seed and the optimizer's numbers."""
+    problems = []
     for key, low in (("INPUT.MIN_SIZE_TEST", 0), ("INPUT.MAX_SIZE_TEST", 1), ("INPUT.MAX_SIZE_TRAIN", 1)):
         value = cfg.INPUT[key.split(".")[1]]  # MIN_SIZE_TEST -5 trained to the end, then failed unnamed
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -195,10 +213,9 @@ def check_run_config(cfg: CN, *, training: bool = True) -> None:
         value = cfg.SOLVER.get(key)
         if value is None and key == "WEIGHT_DECAY_BIAS":  # Detectron2 main's default: WEIGHT_DECAY
             continue
-        if not finite(value) or not ok(value):
+        if not _finite(value) or not ok(value):
             problems.append(f"SOLVER.{key} {value!r}: {rule}")
-    if problems:
-        raise ValueError("config: " + "; ".join(problems))
+    return problems
 
 
 def log_weights_conventions(changes: dict, weights: str) -> None:
