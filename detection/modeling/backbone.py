@@ -16,7 +16,8 @@ from detectron2.modeling.backbone.fpn import FPN, LastLevelMaxPool
 
 from backbones import FeatureNet, create_model, model_info
 from backbones.features import run_stages
-from backbones.norm import BN_VARIANTS
+
+from ..detectron2_keys import net_norm, resolved
 
 __all__ = ["BackboneSpec", "BackbonesTrunk", "backbone_spec_from_cfg", "build_backbones_model",
            "trunk_from_model", "fpn_from_trunk", "build_backbones_trunk", "build_backbones_fpn_backbone"]
@@ -35,14 +36,15 @@ class BackboneSpec:
 
 
 def backbone_spec_from_cfg(cfg) -> BackboneSpec:
-    b = cfg.MODEL.BACKBONES
-    options = {"norm": b.NORM, "freeze_at": b.FREEZE_AT, "width": b.WIDTH}
+    """The net of MODEL.BACKBONES.* (with Detectron2's MODEL.BACKBONE.FREEZE_AT / MODEL.RESNETS.* resolved into it:
+    a config made without detection.get_detection_cfg gets the same net)."""
+    b = resolved(cfg).MODEL.BACKBONES
+    # vgg16_bn's BN layers take MODEL.BACKBONES.NORM. vgg16 has none, so a BN variant (the config's default,
+    # FrozenBN) leaves it without norm, as the paper ran it; GN is added to every conv, as the pretraining net of a
+    # GN arm has it (the main job pretrains and fine-tunes VGG-16 with GN: both must build the same net).
+    options = {"norm": net_norm(b.NAME, b.NORM), "freeze_at": b.FREEZE_AT, "width": b.WIDTH}
     info = model_info(b.NAME)
     if info.family == "vgg":
-        # vgg16_bn's BN layers take MODEL.BACKBONES.NORM. vgg16 has none, so a BN variant (the config's default,
-        # FrozenBN) leaves it without norm, as the paper ran it; GN is added to every conv, as the pretraining net
-        # of a GN arm has it (the main job pretrains and fine-tunes VGG-16 with GN: both must build the same net).
-        options["norm"] = "" if not info.normalized and b.NORM in BN_VARIANTS else b.NORM
         options["dropout"] = b.FC_DROPOUT
     else:
         options.update(preact=b.PREACT, stride_in_1x1=b.STRIDE_IN_1X1)
@@ -114,6 +116,7 @@ def _check_input(input_shape: ShapeSpec) -> None:
 def build_backbones_trunk(cfg, input_shape: ShapeSpec) -> BackbonesTrunk:
     """C4 and VGG detectors: shared features from the trunk (ResNet up to res4, VGG up to conv5_3; stride 16)."""
     _check_input(input_shape)
+    cfg = resolved(cfg)  # Detectron2's MODEL.BACKBONE / MODEL.RESNETS keys drive ours or are refused
     return trunk_from_model(cfg, build_backbones_model(cfg))
 
 
@@ -121,4 +124,5 @@ def build_backbones_trunk(cfg, input_shape: ShapeSpec) -> BackbonesTrunk:
 def build_backbones_fpn_backbone(cfg, input_shape: ShapeSpec) -> FPN:
     """Detectron2's FPN on res2..res5 of a `backbones` ResNet / plain net."""
     _check_input(input_shape)
+    cfg = resolved(cfg)
     return fpn_from_trunk(cfg, trunk_from_model(cfg, build_backbones_model(cfg)))

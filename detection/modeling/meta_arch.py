@@ -17,6 +17,7 @@ from detectron2.modeling.proposal_generator import build_proposal_generator
 
 from backbones import FeatureNet
 
+from ..detectron2_keys import resolved
 from .backbone import build_backbones_model, fpn_from_trunk, trunk_from_model
 
 __all__ = ["BackbonesRCNN"]
@@ -36,6 +37,7 @@ class BackbonesRCNN(GeneralizedRCNN):
 
     @classmethod
     def from_config(cls, cfg):
+        cfg = resolved(cfg)  # Detectron2's MODEL.BACKBONE / MODEL.RESNETS keys drive ours or are refused (all parts)
         design = _BACKBONE_DESIGNS.get(cfg.MODEL.BACKBONE.NAME)
         if design is None:
             raise ValueError(f"META_ARCHITECTURE BackbonesRCNN needs MODEL.BACKBONE.NAME in {sorted(_BACKBONE_DESIGNS)}"

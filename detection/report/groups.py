@@ -19,6 +19,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from ..detectron2_keys import MIRRORED_KEYS
 from .comparison import Comparison, Spread, compare, spread, with_test_set
 from .runs import RunResult
 from .test_sampling import image_count, run_replicates, test_set_se
@@ -230,7 +231,8 @@ def differing_keys(groups: list[RunGroup]) -> dict[str, list]:
 def config_differences(*configs: dict) -> dict[str, list]:
     """Dotted config keys (SEED/OUTPUT_DIR aside) whose values differ between the configs -> each config's value
     ("—" where it lacks the key): the one config diff (the report, the main job's arms before they train)."""
-    flats = [{k: v for k, v in _flatten(c).items() if k not in _IGNORED_KEYS} for c in configs]
+    flats = [{k: v for k, v in _flatten(c).items() if k not in _IGNORED_KEYS and k not in MIRRORED_KEYS}
+             for c in configs]  # a Detectron2 key mirroring one of ours repeats its difference
     keys = sorted(set().union(*flats)) if flats else []
     return {k: [f.get(k, "—") for f in flats] for k in keys if len({json.dumps(f.get(k), default=str)
                                                                      for f in flats}) > 1}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from conftest import det_args, run_tool
 from detection.report import load_run
@@ -24,6 +25,8 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
               "last_checkpoint"):
         assert (out / f).is_file(), f
     assert list(out.glob("events.out.tfevents.*")) and not (out / "training_log.json").exists()
+    recorded = yaml.safe_load((out / "config.yaml").read_text())["MODEL"]  # what ran, in Detectron2's keys too
+    assert recorded["BACKBONES"]["NAME"] == "resnet18" and recorded["RESNETS"]["DEPTH"] == 18
     metrics = json.loads((out / "evaluation.json").read_text())
     bbox = metrics["evaluation"]["tiny_val"]["bbox"]
     assert set(bbox) >= {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR100"} and metrics["iterations_completed"] == 4
