@@ -1,10 +1,12 @@
-"""OUTPUT_DIR/progress.json: how far a running training is (iteration, of how many, seconds since its first step),
-written atomically by both trainers every few seconds, so a supervisor (the main job) estimates the remaining
-time from the run's own iterations rather than from constants."""
+"""How far a running training is, for a person and for a program: `progress_bar` (tqdm on a terminal, one line a
+refresh in a log) and OUTPUT_DIR/progress.json (iteration, of how many, seconds since its first step), written
+atomically by both trainers every few seconds, so a supervisor (the main job) estimates the remaining time from the
+run's own iterations rather than from constants."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -13,9 +15,37 @@ from backbones.checkpoint_io import atomic_write_text
 
 from .run_files import PROGRESS
 
-__all__ = ["ProgressFile", "read_progress", "PROGRESS_FILE"]
+__all__ = ["ProgressFile", "read_progress", "PROGRESS_FILE", "progress_bar", "LOG_REFRESH_S"]
 
 PROGRESS_FILE = PROGRESS
+LOG_REFRESH_S = 30.0  # a log's progress line every 30 s: 180 lines in a 90-minute stage
+
+
+class _Lines:
+    """tqdm's output as lines: its carriage-return refreshes, in a file or a captured stream, were one line of up
+    to 8,000 characters that no pager or grep could read."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.replace("\r", "").strip()
+        if text:
+            self.stream.write(text + "\n")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def progress_bar(total: int, initial: int, desc: str, **kwargs):
+    """A tqdm bar on stderr: redrawn each second on a terminal; elsewhere (a stage log, a Slurm .err file) a
+    plain ASCII line every LOG_REFRESH_S seconds."""
+    from tqdm import tqdm
+
+    if sys.stderr.isatty():
+        return tqdm(total=total, initial=initial, desc=desc, unit="it", file=sys.stderr, mininterval=1.0, **kwargs)
+    return tqdm(total=total, initial=initial, desc=desc, unit="it", file=_Lines(sys.stderr), ascii=True,
+                mininterval=LOG_REFRESH_S, ncols=100, **{k: v for k, v in kwargs.items() if k != "dynamic_ncols"})
 
 
 class ProgressFile:

@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from ..evaluate import evaluate
 from .config import ClsConfig
 from .datasets import DATASET_TABLE, build_datasets, embedded_padding
 from .interrupt import StepBoundaryInterrupt
-from .progress import ProgressFile
+from .progress import ProgressFile, progress_bar
 from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
 from .run_files import (
     AUGMENTATION_STREAM,
@@ -297,11 +296,8 @@ def train(cfg: ClsConfig) -> dict:
     writer = bar = None
     if _is_main():
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
-
         writer = SummaryWriter(str(run.out))
-        bar = tqdm(total=cfg.iterations, initial=run.iteration, desc=f"train {cfg.model}", unit="it",
-                   file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 15.0)
+        bar = progress_bar(cfg.iterations, run.iteration, f"train {cfg.model}")
     t0 = time.time()
     progress = ProgressFile(run.out, cfg.iterations, run.iteration) if _is_main() else None
     run.net.train()

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -31,6 +32,7 @@ from classification.engine.slurm import add_cluster_arguments, submit
 from ..checkpoint import BackbonesCheckpointer
 from ..config import apply_weights_conventions, check_run_config, get_detection_cfg, log_weights_conventions
 from ..datasets import register_coco, register_voc
+from ..detectron2_keys import MIRRORED_KEYS
 from ..project import project_files
 from ..safe_yaml import load_yaml
 from .trainer import Trainer
@@ -40,8 +42,10 @@ __all__ = ["build_parser", "setup", "main", "launch", "run", "default_config_fil
 logger = logging.getLogger("detection.engine")
 # What a --resume may change: the schedule's length and bookkeeping (extending a finished run), the weights (unused
 # when resuming), where it runs.
+# and Detectron2's keys that mirror ours: a run recorded before they were mirrored holds Detectron2's defaults there,
+# while ours, compared, say what it built
 RESUME_MAY_CHANGE = ("SOLVER.MAX_ITER", "SOLVER.STEPS", "SOLVER.CHECKPOINT_PERIOD", "TEST.EVAL_PERIOD", "MODEL.WEIGHTS",
-                     "MODEL.DEVICE", "OUTPUT_DIR", "EVAL.FAST_INFERENCE")
+                     "MODEL.DEVICE", "OUTPUT_DIR", "EVAL.FAST_INFERENCE", *sorted(MIRRORED_KEYS))
 
 
 def default_config_files() -> list[str]:
@@ -128,6 +132,26 @@ class _NoUserErrorTraceback(logging.Filter):
         return not (record.exc_info and isinstance(record.exc_info[1], USER_ERRORS))
 
 
+class _PlainText(logging.Filter):
+    """Strips terminal colour codes from a record's message: default_setup logs the full config through pygments'
+    YAML highlighter, which put ~300 lines of ANSI escapes into log.txt and every captured stage log."""
+
+    ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "\x1b[" in message:
+            record.msg, record.args = self.ANSI.sub("", message), None
+        return True
+
+
+def _plain_detectron2_messages() -> None:
+    """Before default_setup logs the config: _PlainText on Detectron2's logger (once per process)."""
+    d2 = logging.getLogger("detectron2")
+    if not any(isinstance(f, _PlainText) for f in d2.filters):
+        d2.addFilter(_PlainText())
+
+
 def _log_into_run(output_dir: str, debug: bool = False) -> None:
     """Our loggers (detection.*, classification.*, backbones.*: box clipping, conventions from the weights, the
     traceback behind a one-line error) into log.txt and the terminal, as default_setup does for Detectron2's.
@@ -175,6 +199,7 @@ def setup(args: argparse.Namespace):
     # logging, collect_env, OUTPUT_DIR/config.yaml, seeds (it prints one config file; we may have several). A
     # preemption signal is handled after it: submitit's requeue exit, raised inside Detectron2 main's
     # OmegaConf.create(cfg.dump()), became omegaconf's ConfigKeyError and the job failed instead of requeueing
+    _plain_detectron2_messages()
     with signals_deferred():
         default_setup(cfg, argparse.Namespace(**{**vars(args), "config_file": ""}))
     _log_into_run(cfg.OUTPUT_DIR, getattr(args, "debug", False))

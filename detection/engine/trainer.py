@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import resource
-import sys
 import time
 import weakref
 from collections import OrderedDict
@@ -35,7 +34,7 @@ from detectron2.utils import comm
 from detectron2.utils.events import get_event_storage
 
 from backbones.checkpoint_io import atomic_write_text
-from classification.engine.progress import ProgressFile
+from classification.engine.progress import ProgressFile, progress_bar
 from classification.engine.run_files import EVALUATION, FAILURE, INFERENCE_DIR
 
 from ..checkpoint import CLASSES_KEY, BackbonesCheckpointer, check_checkpoint_classes, dataset_classes
@@ -75,13 +74,8 @@ class ProgressBar(hooks.HookBase):
     """A tqdm bar on the main process (iteration, ETA, smoothed total loss) and OUTPUT_DIR/progress.json."""
 
     def before_train(self):
-        from tqdm import tqdm
-
         self._file = ProgressFile(self.trainer.cfg.OUTPUT_DIR, self.trainer.max_iter, self.trainer.start_iter)
-
-        tty = sys.stderr.isatty()
-        self._bar = tqdm(total=self.trainer.max_iter, initial=self.trainer.start_iter, desc="train",
-                         unit="it", dynamic_ncols=True, mininterval=1.0 if tty else 15.0, file=sys.stderr)
+        self._bar = progress_bar(self.trainer.max_iter, self.trainer.start_iter, "train", dynamic_ncols=True)
 
     def after_step(self):
         storage = get_event_storage()

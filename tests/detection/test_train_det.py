@@ -42,7 +42,8 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     assert metrics["train"]["peak_memory_mb"] > 100 and metrics["parameters"] > 1e5
     run = load_run(out)
     assert run.train_s_per_iter > 0 and run.inference_s_per_image == metrics["inference"]["tiny_val"]["s_per_image"]
-    assert "train:" in proc.stderr  # the progress bar
+    assert "train:" in proc.stderr and "\r" not in proc.stderr  # the progress bar, as lines in a captured stream
+    assert "\x1b[" not in (out / "log.txt").read_text() and "\x1b[" not in proc.stdout  # the config dump uncoloured
     ckpt = torch.load(out / "model_final.pth", weights_only=True)
     assert ckpt["trainer"]["_trainer"]["optimizer"]["state"]  # SGD momentum is checkpointed (D2 0.6 lost it)
 
