@@ -23,10 +23,10 @@ from pathlib import Path
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 from classification.engine.cli import user_errors
 from detection.main_job.compare import compare_jobs, comparison_lines
 from detection.main_job.pool import PoolError, pool_parts
-from detection.report.writer import strict_json
 
 
 def main(argv=None) -> int:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
             ap.error("--pool takes the parts and --output, not JOB_A / JOB_B")
         with user_errors(args.debug, extra=(PoolError,)):
             pooled = pool_parts(args.pool, args.preset)
-            atomic_write_text(args.output, strict_json(pooled))
+            atomic_write_text(args.output, strict_json(pooled, default=str))
         print(f"{args.output}: {pooled['family']}, decided on {pooled['decided_on']}"
               + (f"; no calls: {pooled['gate']}" if pooled["gate"] else ""))
         return 0
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     with user_errors(args.debug):
         cmp = compare_jobs(args.a, args.b)
         if args.json:
-            atomic_write_text(args.json, strict_json(cmp))
+            atomic_write_text(args.json, strict_json(cmp, default=str))
     print("\n".join(comparison_lines(cmp)))
     return 0
 

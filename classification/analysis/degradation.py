@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import torch
 
 from backbones import create_model
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 
 from ..engine.run_directory import claim_run_directory
 from ..engine.trainer import ClsConfig, train
@@ -92,7 +92,7 @@ def run_degradation(models: list[str], base: ClsConfig, out_dir: str | Path) -> 
     for name in models:
         cfg = replace(base, model=name, output_dir=str(out / name))
         results[name] = train(cfg)
-    atomic_write_text(out / "degradation.json", json.dumps({k: v["history"] for k, v in results.items()}, indent=2))
+    atomic_write_text(out / "degradation.json", strict_json({k: v["history"] for k, v in results.items()}))
     return {k: v["history"] for k, v in results.items()}
 
 

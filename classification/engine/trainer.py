@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader
 
 from backbones import create_model, load_pretrained, save_pretrained
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 
 from ..data.composited import CompositedSet
 from ..data.datasets import (
@@ -280,7 +281,7 @@ def train(cfg: ClsConfig) -> dict:
     run = build(cfg)
     if _is_main():
         run.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run.out / CONFIG_JSON, json.dumps(recorded_settings(cfg), indent=2))
+        atomic_write_text(run.out / CONFIG_JSON, strict_json(recorded_settings(cfg)))
     resume(run)
     rank = dist.get_rank() if dist.is_initialized() else 0
     sampler = ResumableSampler(len(run.train_set), seed=cfg.seed, rank=rank, world_size=run.world)
@@ -356,7 +357,7 @@ def _finish(run: Run, seconds: float) -> dict:
     if subsets:  # which items --train-samples / --val-samples chose (stratified, or the embedded set's first)
         result["subsets"] = subsets
     if _is_main():
-        atomic_write_text(run.out / METRICS, json.dumps(result, indent=2))
+        atomic_write_text(run.out / METRICS, strict_json(result))  # a NaN loss as null
         if h["skipped_images"]:
             logger.warning(f"{h['skipped_images']} unreadable images were skipped (on_error='skip')")
     if math.isnan(final.get("top1", 0.0)):

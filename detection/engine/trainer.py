@@ -5,8 +5,8 @@ reason:
 - BackbonesCheckpointer: safe reading of every file, pretrained backbones in any format, atomic writes;
 - the optimizer state is part of the checkpoint (0.6 loses SGD momentum on resume, detectron2 issue #4110);
 - DistributedDataParallel without `device_ids` on CPU (Detectron2 always passes a GPU id), so gloo runs work;
-- Detectron2's writers as they are: metrics.json is its JSONWriter log (the evaluation scalars in it, as its EvalHook
-  puts them), TensorBoard events beside it; a progress bar with ETA on rank 0;
+- Detectron2's writers: metrics.json is its JSONWriter log (the evaluation scalars in it, as its EvalHook puts
+  them; an undefined one as null: engine/writers.py), TensorBoard events beside it; a progress bar with ETA on rank 0;
 - the run's summary, OUTPUT_DIR/evaluation.json: the evaluation results by dataset and what a model-zoo table
   reports -- inference seconds per image (the model's forward in eval mode at the test loader's batch 1, loader
   excluded), peak training memory, parameters, and the device and threads they were measured on (train s/iter comes
@@ -29,11 +29,12 @@ from detectron2.engine import DefaultTrainer, hooks
 from detectron2.engine import defaults as d2_defaults
 from detectron2.engine.defaults import create_ddp_model as d2_create_ddp_model
 from detectron2.engine.train_loop import TrainerBase
-from detectron2.evaluation import inference_on_dataset
+from detectron2.evaluation import inference_on_dataset, print_csv_format
 from detectron2.utils import comm
 from detectron2.utils.events import get_event_storage
 
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 from classification.engine.progress import ProgressFile, progress_bar
 from classification.engine.run_files import EVALUATION, FAILURE, INFERENCE_DIR
 
@@ -42,6 +43,7 @@ from ..evaluation import build_evaluator
 from ..modeling.inference import compile_seconds, optimize_detector_for_inference
 from .data import build_test_loader, build_train_loader, check_test_datasets
 from .optimizer import build_optimizer
+from .writers import run_writers
 
 __all__ = ["Trainer", "create_ddp_model", "write_evaluation"]
 
@@ -177,7 +179,7 @@ def dataset_files(name: str) -> dict:
 def write_evaluation(output_dir: str, results: dict, extra: dict | None = None) -> str:
     """OUTPUT_DIR/evaluation.json: {"evaluation": {dataset: {task: {metric: value}}}, ...extra}, atomically."""
     path = os.path.join(output_dir, EVALUATION)
-    atomic_write_text(path, json.dumps({"evaluation": results, **(extra or {})}, indent=2, default=float))
+    atomic_write_text(path, strict_json({"evaluation": results, **(extra or {})}))  # NaN AP (no objects) as null
     return path
 
 
@@ -271,7 +273,10 @@ class Trainer(DefaultTrainer):
         if "_trainer" in state_dict:
             self._trainer.load_state_dict(state_dict["_trainer"])
 
-    # --- outputs: Detectron2's writers (metrics.json is its JSONWriter log); evaluation.json -----------------
+    # --- outputs: Detectron2's writers (metrics.json is its JSONWriter log, in standard JSON); evaluation.json --
+    def build_writers(self):
+        return run_writers(self.cfg.OUTPUT_DIR, self.max_iter)
+
     @classmethod
     def build_evaluator(cls, cfg, dataset_name, output_folder=None):
         output_folder = output_folder or os.path.join(cfg.OUTPUT_DIR, INFERENCE_DIR, dataset_name)
@@ -295,6 +300,9 @@ class Trainer(DefaultTrainer):
             with ForwardTimer(evaluated, excluded=lambda: compile_seconds(evaluated)) as forward:
                 results[name] = inference_on_dataset(evaluated, loader, evaluator)
             timing[name] = round(time.perf_counter() - t0, 2)
+            if comm.is_main_process() and results[name]:  # Detectron2's "copypaste:" lines, as DefaultTrainer.test
+                logger.info(f"Evaluation results for {name} in csv format:")
+                print_csv_format(results[name])
             conventions[name] = getattr(evaluator, "conventions", {})
             inference[name] = {"s_per_image": forward.per_call, "images_timed": max(0, forward.calls - forward.warmup),
                                "batch": 1, "fast_inference": bool(cfg.EVAL.FAST_INFERENCE),

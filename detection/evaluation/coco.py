@@ -13,6 +13,7 @@ import copy
 import io
 import itertools
 import json
+import logging
 import os
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from detectron2.evaluation import COCOEvaluator as _D2COCOEvaluator
 from detectron2.utils.file_io import PathManager
 
 from backbones.checkpoint_io import atomic_write
+from backbones.strict_json import strict_json
 from classification.engine.run_files import COCO_EVAL, PREDICTIONS
 
 from ..datasets.coco import contiguous_category_ids
@@ -276,8 +278,25 @@ class COCOEvaluator(_D2COCOEvaluator):
         summary = evaluate_coco(self._coco_api, coco_results, backend=self._backend, img_ids=img_ids)
         if self._output_dir:
             with PathManager.open(os.path.join(self._output_dir, COCO_EVAL), "w") as f:
-                json.dump(summary.to_dict(), f)
+                f.write(strict_json(summary.to_dict(), indent=None))  # a category without ground truth: null
         res = dict(summary.stats)
         res.update({f"AP-{name}": v["AP"] for name, v in summary.per_category.items()})
-        self._logger.info("bbox: " + ", ".join(f"{k} {summary.stats[k]:.2f}" for k in COCO_STATS[:6]))
+        _log_tables(self._logger, summary)
         self._results["bbox"] = res
+
+
+def _log_tables(log: logging.Logger, summary: CocoEvalSummary) -> None:
+    """The two tables Detectron2's COCOEvaluator logs (its _derive_coco_results), which users and scripts read in
+    log.txt: the summary's first six numbers, and the AP of each category in three pairs of columns."""
+    from detectron2.utils.logger import create_small_table
+    from tabulate import tabulate
+
+    log.info("Evaluation results for bbox: \n" + create_small_table({k: summary.stats[k] for k in COCO_STATS[:6]}))
+    pairs = [(name, v["AP"]) for name, v in summary.per_category.items()]
+    cols = min(6, len(pairs) * 2)
+    if not cols:
+        return
+    flat = list(itertools.chain(*pairs))
+    table = tabulate(itertools.zip_longest(*[flat[i::cols] for i in range(cols)]), tablefmt="pipe", floatfmt=".3f",
+                     headers=["category", "AP"] * (cols // 2), numalign="left")
+    log.info("Per-category bbox AP: \n" + table)

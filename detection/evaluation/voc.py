@@ -7,7 +7,6 @@ false positives, VOC's +1 pixel convention); the AP integration is Detectron2's 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import OrderedDict, defaultdict
@@ -20,6 +19,7 @@ from detectron2.evaluation.pascal_voc_evaluation import voc_ap
 from detectron2.structures import BoxMode
 from detectron2.utils import comm
 
+from backbones.strict_json import strict_json
 from classification.engine.run_files import VOC_EVAL
 
 __all__ = ["VOCDetectionEvaluator", "voc_eval_class", "voc_match"]
@@ -215,7 +215,8 @@ class VOCDetectionEvaluator(DatasetEvaluator):
         if self._output_dir:
             os.makedirs(self._output_dir, exist_ok=True)
             with open(os.path.join(self._output_dir, VOC_EVAL), "w") as f:
-                json.dump({"metrics": res, "per_class_ap50_voc07": {k: v * 100 for k, v in ap07.items()},
-                           "per_class_ap50_area": {k: v * 100 for k, v in ap_area.items()},
-                           "pr_curves_iou50": curves, "metric": "voc07" if self._is_2007 else "area"}, f)
+                f.write(strict_json({"metrics": res, "per_class_ap50_voc07": {k: v * 100 for k, v in ap07.items()},
+                                     "per_class_ap50_area": {k: v * 100 for k, v in ap_area.items()},
+                                     "pr_curves_iou50": curves, "metric": "voc07" if self._is_2007 else "area"},
+                                    indent=None))
         return OrderedDict(bbox=res)

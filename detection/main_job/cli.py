@@ -420,7 +420,8 @@ def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
 
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
-    from detection.report import ReportSection, strict_json, write_report
+    from backbones.strict_json import strict_json
+    from detection.report import ReportSection, write_report
 
     dataset, manifest = _test_set(plan)
     runs = [s for s in stages if s.kind == "detect"]
@@ -448,7 +449,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                          compared_metric=COMPARED_METRICS[0], lead=lead)
     summary = "\n".join(summary_lines(results, plan, chance, results.data))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
-    atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json()))  # NaN (undefined) as null: valid JSON
+    atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json(), default=str))  # NaN (undefined) as null
     print("\n" + summary)
     print(f"[main job] report: {paths['html']}")
     print(f"[main job] total {(time.time() - t_start) / 60:.1f} min ({args.jobs} stage(s) at a time, {threads} "

@@ -12,10 +12,12 @@ settings differ between runs, and which runs are seeds of one configuration.
 
 from __future__ import annotations
 
+from backbones.strict_json import strict_json
+
 from .groups import RunGroup, group_runs
 from .paper import PAPER_REFERENCE, paper_reference
 from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, load_run
-from .writer import ReportSection, strict_json, write_report
+from .writer import ReportSection, write_report
 
 __all__ = ["write_report", "ReportSection", "strict_json", "load_run", "RunResult", "PretrainInfo", "RunGroup",
            "group_runs", "PAPER_REFERENCE", "paper_reference", "COCO_COLUMNS", "VOC_COLUMNS"]

@@ -222,10 +222,13 @@ def load_run(path: str | os.PathLike, name: str | None = None) -> RunResult:
 
 def _finite_metrics(values: dict, source: str) -> dict[str, float]:
     """Numbers of a run's summary (APs and ARs in percent) as floats; NaN (COCO's "no objects of this size", a class
-    without ground truth) is left out as undefined; anything else that is not a finite number in [0, 100] is a
-    ValueError naming it (an AP of 150 was reported as a finished run's)."""
+    without ground truth; written as null since strict_json, as NaN before) is left out as undefined; anything
+    else that is not a finite number in [0, 100] is a ValueError naming it (an AP of 150 was reported as a
+    finished run's)."""
     out = {}
     for k, v in values.items():
+        if v is None:
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{source}: {k} is {v!r}, not a number")
         if math.isinf(v):

@@ -7,7 +7,6 @@ import csv
 import errno
 import io
 import json
-import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 from classification.engine.errors import UsageError
 
 from .comparison import Comparison, adjust, find
@@ -297,22 +297,6 @@ def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], li
     return [(path.name, caption)], notes
 
 
-def _finite_or_none(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite_or_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_none(v) for v in obj]
-    return obj
-
-
-def strict_json(obj) -> str:
-    """JSON that every parser reads: an undefined number (NaN: no objects of a size, no ground truth of a class)
-    is null -- Python's default writes NaN / Infinity, which is not JSON."""
-    return json.dumps(_finite_or_none(obj), indent=2, default=str, allow_nan=False)
-
-
 def repeated_seed_warnings(groups: list[RunGroup]) -> list[str]:
     """A line per seed that runs of one group repeat: not independent runs, counted once in n and the numbers."""
     return [f"Warning: group {g.name} holds {len(names)} runs with SEED {seed} ({', '.join(names)}): a repeated "
@@ -390,7 +374,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "results": zoo_json, "tables": table_json, "conditions": conditions,
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
                         else differences), "chance": chance or {}, "warnings": repeated_seed_warnings(groups),
-        **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}))
+        **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}, default=str))
     table = io.StringIO(newline="")
     csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows + box_csv])
     atomic_write_text(paths["csv"], table.getvalue())

@@ -5,9 +5,8 @@ import logging
 import subprocess
 import sys
 
-from conftest import REPO
-
 from classification.engine.progress import progress_bar
+from conftest import REPO
 from detection.engine.train_net import _PlainText
 
 

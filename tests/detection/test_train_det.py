@@ -33,6 +33,10 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     # metrics.json is Detectron2's JSONWriter log: a record per logged iteration, the evaluation scalars as its
     # EvalHook puts them ("bbox/AP", at the iteration after the last step), what D2's tools and plot scripts read
     log = [json.loads(line) for line in (out / "metrics.json").read_text().splitlines()]
+    for f in [*out.glob("*.json"), *out.glob("inference/*/*.json")]:  # standard JSON: jq and JSON.parse read them
+        text = f.read_text()
+        for doc in text.splitlines() if f.name == "metrics.json" else [text]:
+            json.loads(doc, parse_constant=lambda c, f=f: pytest.fail(f"{f.name} holds {c}, which is not JSON"))
     assert all(isinstance(r["iteration"], int) for r in log) and "total_loss" in log[0] and "lr" in log[0]
     assert log[-1]["iteration"] == 4 and log[-1]["bbox/AP"] == pytest.approx(bbox["AP"])
     assert (out / "inference" / "tiny_val" / "coco_eval_bbox.json").is_file()
@@ -43,7 +47,11 @@ def test_train_evaluate_and_outputs(tiny_data, tmp_path):
     run = load_run(out)
     assert run.train_s_per_iter > 0 and run.inference_s_per_image == metrics["inference"]["tiny_val"]["s_per_image"]
     assert "train:" in proc.stderr and "\r" not in proc.stderr  # the progress bar, as lines in a captured stream
-    assert "\x1b[" not in (out / "log.txt").read_text() and "\x1b[" not in proc.stdout  # the config dump uncoloured
+    log_txt = (out / "log.txt").read_text()
+    assert "\x1b[" not in log_txt and "\x1b[" not in proc.stdout  # the config dump uncoloured
+    # Detectron2's evaluation lines, which users and scripts grep: print_csv_format's and the per-category table
+    assert "copypaste: Task: bbox" in log_txt and "copypaste: AP,AP50,AP75,APs,APm,APl" in log_txt
+    assert "Per-category bbox AP:" in log_txt and "| category" in log_txt
     ckpt = torch.load(out / "model_final.pth", weights_only=True)
     assert ckpt["trainer"]["_trainer"]["optimizer"]["state"]  # SGD momentum is checkpointed (D2 0.6 lost it)
 
