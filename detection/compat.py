@@ -1,129 +1,69 @@
 """Let Detectron2 import when its compiled extension `detectron2._C` is missing.
 
-Detectron2 0.6 imports `detectron2._C` at module level in four places (deformable conv, rotated RoIAlign,
-rotated box IoU, the fast COCOeval), which makes `detectron2.layers`, `.structures`, `.modeling`, `.data`,
-`.engine` and `.evaluation` unimportable without the C++ build, although Faster R-CNN needs none of those ops.
-`install()` puts a placeholder module there whose every op raises `Detectron2ExtensionMissing` (an ImportError)
-saying what is missing and how to get a full build, and registers a placeholder `detectron2::nms_rotated` torch op
-that does the same. With a working compiled extension it changes nothing.
+The project's environment has it already: tools/patch_detectron2.py installs detectron2_c_placeholder.py as the
+patched sdist's `detectron2/_C.py` (environment queries answer, every op raises `Detectron2ExtensionMissing`, an
+ImportError naming what is missing and how to get a full build), so `from detectron2.modeling import build_model`
+works without importing this package. `install()` does the same for a Detectron2 built some other way without its
+extension, or whose extension fails to load: it loads that file as `detectron2._C`. With a working compiled
+extension it changes nothing.
 
-It must run at module top level of something every process imports (our `detection/__init__.py` does it), so
+It runs at module top level of something every process imports (our `detection/__init__.py` does it), so
 DataLoader workers started with spawn/forkserver have it too.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
 import sys
-import types
 from pathlib import Path
 
 __all__ = ["Detectron2ExtensionMissing", "install", "has_compiled_ops", "detectron2_config_file"]
 
-_FEATURES = {
-    "deform_conv": "deformable convolution (DeformConv / ModulatedDeformConv)",
-    "modulated_deform_conv": "deformable convolution (DeformConv / ModulatedDeformConv)",
-    "roi_align_rotated": "rotated RoIAlign (ROIAlignRotated)",
-    "box_iou_rotated": "rotated boxes (pairwise_iou_rotated / RotatedBoxes IoU)",
-    "nms_rotated": "rotated boxes (nms_rotated / batched_nms_rotated)",
-    "COCOeval": "Detectron2's fast COCOeval (COCOeval_opt, COCOEvaluator(use_fast_impl=True))",
-    "InstanceAnnotation": "Detectron2's fast COCOeval (COCOeval_opt, COCOEvaluator(use_fast_impl=True))",
-    "ImageAnnotation": "Detectron2's fast COCOeval (COCOeval_opt, COCOEvaluator(use_fast_impl=True))",
-}
-
-_HOW_TO_FIX = (
-    "This Detectron2 was installed without its compiled extension (e.g. the PyPI sdist pb1-detectron2, which has "
-    "no C++ sources). For a full build: `pip install --no-build-isolation "
-    "'git+https://github.com/facebookresearch/detectron2.git@v0.6'` with a C++ compiler (and the CUDA toolkit "
-    "for GPU ops). Faster R-CNN training and evaluation do not need it; for COCO evaluation use "
-    "detection.evaluation.COCOEvaluator (faster-coco-eval) or COCOEvaluator(..., use_fast_impl=False)."
-)
-
-
-class Detectron2ExtensionMissing(ImportError):
-    """A Detectron2 feature needs the compiled `detectron2._C` extension, which is not available."""
-
-
-def _missing(name: str, reason: str) -> Detectron2ExtensionMissing:
-    feature = next((f for key, f in _FEATURES.items() if name.startswith(key)), "a compiled Detectron2 op")
-    return Detectron2ExtensionMissing(
-        f"detectron2._C.{name} is not available ({reason}); it is needed by {feature}. {_HOW_TO_FIX}"
-    )
-
-
-class _MissingExtension(types.ModuleType):
-    """Stands in for `detectron2._C`: environment queries answer, every op raises a clear error."""
-
-    def __init__(self, reason: str):
-        super().__init__("detectron2._C", "placeholder for the missing compiled extension (detection.compat)")
-        self.__spec__ = importlib.machinery.ModuleSpec("detectron2._C", loader=None)
-        self._reason = reason
-
-    # Used by detectron2.utils.collect_env.collect_env_info() (called by default_setup()).
-    def get_compiler_version(self) -> str:
-        return f"N/A (detectron2._C missing: {self._reason})"
-
-    def get_cuda_version(self) -> str:
-        return "N/A (detectron2._C missing)"
-
-    def has_cuda(self) -> bool:
-        return False
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)  # keep hasattr()/introspection/pickling sane
-        raise _missing(name, self._reason)
-
+PLACEHOLDER = Path(__file__).with_name("detectron2_c_placeholder.py")
+# The placeholder's ImportError subclass once install() has run (the class of the module in use: the sdist's copy
+# or the one loaded here); ImportError itself where a real extension is loaded.
+Detectron2ExtensionMissing: type[ImportError] = ImportError
 
 _state: dict[str, object] = {}
 
 
-def _register_nms_rotated_placeholder(reason: str) -> None:
-    import torch
+def _is_placeholder(module) -> bool:
+    return bool(getattr(module, "IS_PLACEHOLDER", False))
 
-    try:
-        torch.ops.detectron2.nms_rotated  # noqa: B018  (a real op is already registered)
-        return
-    except (AttributeError, RuntimeError):
-        pass
-    lib = torch.library.Library("detectron2", "DEF")
-    lib.define("nms_rotated(Tensor boxes, Tensor scores, float iou_threshold) -> Tensor")
 
-    def nms_rotated(boxes, scores, iou_threshold):
-        raise _missing("nms_rotated", reason)
+def _load_placeholder(reason: str):
+    """detectron2_c_placeholder.py as `detectron2._C`, its REASON set."""
+    import detectron2
 
-    lib.impl("nms_rotated", nms_rotated, "CompositeExplicitAutograd")
-    _state["library"] = lib  # the registration lives as long as this object
+    spec = importlib.util.spec_from_file_location("detectron2._C", PLACEHOLDER)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["detectron2._C"] = module
+    spec.loader.exec_module(module)
+    module.REASON = reason
+    detectron2._C = module
+    return module
 
 
 def install() -> bool:
-    """Install the placeholder if `detectron2._C` cannot be imported. Returns True if it was installed.
+    """Make `detectron2._C` importable: the real extension when it loads, else the placeholder. Returns True when
+    the placeholder is in use. Idempotent."""
+    global Detectron2ExtensionMissing
+    if "installed" not in _state:
+        module = sys.modules.get("detectron2._C")
+        if module is None:
+            import detectron2  # noqa: F401
 
-    Idempotent. Changes nothing when the compiled extension imports (a full Detectron2 build).
-    """
-    if "installed" in _state:
-        return bool(_state["installed"])
-    existing = sys.modules.get("detectron2._C")
-    if existing is not None:
-        _state["installed"] = isinstance(existing, _MissingExtension)
-        return bool(_state["installed"])
-    import detectron2
-
-    reason = "not built"
-    if importlib.util.find_spec("detectron2._C") is not None:
-        try:
-            importlib.import_module("detectron2._C")
-            _state["installed"] = False
-            return False
-        except (ImportError, OSError) as err:  # e.g. undefined symbol after a torch upgrade
-            reason = f"failed to load: {err}"
-    stub = _MissingExtension(reason)
-    sys.modules["detectron2._C"] = stub
-    detectron2._C = stub
-    _register_nms_rotated_placeholder(reason)
-    _state["installed"] = True
-    return True
+            reason = "not built"
+            if importlib.util.find_spec("detectron2._C") is not None:
+                try:
+                    module = importlib.import_module("detectron2._C")  # a real build, or the sdist's placeholder
+                except (ImportError, OSError) as err:  # e.g. undefined symbol after a torch upgrade
+                    reason = f"failed to load: {err}"
+            module = module or _load_placeholder(reason)
+        _state["installed"] = _is_placeholder(module)
+        if _state["installed"]:
+            Detectron2ExtensionMissing = module.Detectron2ExtensionMissing
+    return bool(_state["installed"])
 
 
 def has_compiled_ops() -> bool:

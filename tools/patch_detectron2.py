@@ -110,6 +110,11 @@ EDITS: tuple[Edit, ...] = (
 )
 
 MARKER = ".patched-by-resnet-detection-benchmark"
+# Files added to the sdist, from this repository. detectron2/_C.py: the sdist has no C++ sources, so Detectron2's
+# modules that import its extension at top level (layers, structures, modeling, ...) failed to import unless
+# `import detection` had installed a stand-in first; the same stand-in, shipped as the package's own _C, makes the
+# installed Detectron2 a normal one (its ops raise an ImportError naming the full build).
+ADDED_FILES = {"detectron2/_C.py": Path(__file__).resolve().parent.parent / "detection" / "detectron2_c_placeholder.py"}
 
 
 class PatchError(RuntimeError):
@@ -138,9 +143,14 @@ def patch_tree(root: Path) -> int:
                 "the sdist differs from pb1-detectron2 0.6 (check the pinned sha256)"
             )
         texts[e.path] = texts[e.path].replace(e.old, e.new)
+    for rel, source in ADDED_FILES.items():
+        if (root / rel).exists():
+            raise PatchError(f"{root / rel}: exists already; this is not the expected pb1-detectron2 0.6 sdist")
+        texts[rel] = source.read_text(encoding="utf-8")
     for rel, text in texts.items():
         (root / rel).write_text(text, encoding="utf-8")
-    (root / MARKER).write_text("\n".join(f"{e.path}: {e.why}" for e in EDITS) + "\n")
+    (root / MARKER).write_text("\n".join([f"{e.path}: {e.why}" for e in EDITS] +
+                                         [f"{rel}: added from {src.name}" for rel, src in ADDED_FILES.items()]) + "\n")
     return len(texts)
 
 

@@ -70,7 +70,8 @@ def run(cmd: list[str], what: str, quiet: bool, env: dict | None = None) -> None
 
 def inputs_digest(d2: str = D2_DEFAULT, overlay: Path | None = None) -> str:
     h = hashlib.sha256()
-    for rel in ("pyproject.toml", "tools/setup_env.py", "tools/patch_detectron2.py"):
+    for rel in ("pyproject.toml", "tools/setup_env.py", "tools/patch_detectron2.py",
+                "detection/detectron2_c_placeholder.py"):  # installed as the patched sdist's detectron2/_C.py
         h.update((ROOT / rel).read_bytes())
     h.update(f"{sys.version_info[:2]} {d2} {overlay}".encode())
     if d2 not in (D2_DEFAULT, "installed"):  # a source tree or archive: its contents count, not just its name

@@ -142,7 +142,7 @@ def test_shim_changes_nothing_when_the_extension_is_built(tmp_path):
     (fake / "_C.py").write_text("MARK = 'real extension'\ndef nms_rotated(*a):\n    return 'real'\n")
     code = textwrap.dedent(f"""
         import sys, detectron2
-        detectron2.__path__.append({str(fake)!r})
+        detectron2.__path__.insert(0, {str(fake)!r})  # before the package's own _C.py (the sdist's stand-in)
         from detection import compat
         assert compat.install() is False
         assert compat.has_compiled_ops()
@@ -155,6 +155,27 @@ def test_shim_changes_nothing_when_the_extension_is_built(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "unchanged" in proc.stdout
+
+
+def test_shim_loads_the_stand_in_for_a_detectron2_without_one():
+    """A Detectron2 built some other way without its extension (simulated: no detectron2._C to be found) gets the
+    same stand-in the sdist ships, loaded from the detection package."""
+    code = textwrap.dedent("""
+        import importlib.util, sys
+        find = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, *a: None if name == "detectron2._C" else find(name, *a)
+        from detection import compat
+        assert compat.install() is True and not compat.has_compiled_ops()
+        C = sys.modules["detectron2._C"]
+        assert C.__file__ == str(compat.PLACEHOLDER) and C.REASON == "not built", C
+        try:
+            C.deform_conv_forward
+        except compat.Detectron2ExtensionMissing as err:
+            assert "deformable convolution" in str(err)
+        print("stand-in")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "stand-in" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_patch_detectron2_refuses_a_different_sdist(tmp_path):
