@@ -10,14 +10,16 @@ MODEL.BACKBONE.NAME is one of PLUGIN_BUILDERS (ARCHITECTURE.md, "Detectron2's ba
 - **drives**: a Detectron2 key the user set to something other than what runs sets ours when it was set later
   than ours -- merge order, as Detectron2 merges: a file after its _BASE_ files, the command line last -- or ours was
   not set; so `MODEL.RESNETS.DEPTH 50` on the command line of a ResNet-101 config builds a ResNet-50, and
-  `MODEL.BACKBONE.FREEZE_AT 5` freezes five stages. Set earlier than ours, it yields (a Detectron2 R-50 base under
+  `MODEL.BACKBONE.FREEZE_AT 4` freezes stem..res4. Set earlier than ours, it yields (a Detectron2 R-50 base under
   our MODEL.BACKBONES.NAME resnet101). The channel counts do not drive: MODEL.BACKBONES.WIDTH sets them;
 - **refused**: a set Detectron2 key that ours cannot follow -- both set at one time (one file, or both on the
   command line) to different values, a value no net of ours has, a channel count other than WIDTH's, a key
   without a counterpart (ResNeXt groups, dilation, deformable convs) -- one error naming both keys and values.
 
-Mirroring rather than removing Detectron2's keys keeps Detectron2's own consumers right (its Res5ROIHeads builds
-res5 from MODEL.RESNETS.*) and keeps one key of ours per concept for the code that builds the net.
+Mirroring rather than removing Detectron2's keys gives Detectron2's own consumers the values that run (its
+Res5ROIHeads builds res5 from MODEL.RESNETS.*) and keeps one key of ours per concept for the code that builds the
+net. Without the config's files (resolved(): a config made with get_cfg), a key counts as set where it differs from
+its default.
 """
 
 from __future__ import annotations
@@ -143,9 +145,10 @@ def _same(a, b) -> bool:
 
 def mentions(config_files: list[str], opts: list[str]) -> dict[str, int]:
     """Dotted key -> when it was last set, in merge order: each file after its _BASE_ files, the command line last
-    (its KEY VALUE pairs all at one time). A full dump of a config (a run's config.yaml: it lists every
-    MODEL.RESNETS key) sets none of Detectron2's mirrored keys: it recorded them, and before they were mirrored it
-    recorded Detectron2's defaults beside what ran. The files are read as get_detection_cfg checked them."""
+    (its KEY VALUE pairs all at one time). In a full dump of a config (a run's config.yaml: it lists every
+    MODEL.RESNETS key) a mirrored key at Detectron2's default sets nothing: before they were mirrored, a run
+    recorded Detectron2's defaults beside what ran; any other value there (a mirrored one, or an edit) is set at the
+    dump's time like a key of any file. The files are read as get_detection_cfg checked them."""
     out: dict[str, int] = {}
     time = 0
 
@@ -156,9 +159,10 @@ def mentions(config_files: list[str], opts: list[str]) -> dict[str, int]:
         for base in [bases] if isinstance(bases, str) else bases:
             base = os.path.expanduser(base)
             visit(base if os.path.isabs(base) else os.path.join(os.path.dirname(path), base))
-        keys = set(_flat_keys(data))
+        values = dict(_flat_items(data))
+        keys = set(values)
         if {f"MODEL.RESNETS.{k}" for k in _defaults().MODEL.RESNETS} <= keys:
-            keys -= MIRRORED_KEYS
+            keys -= {k for k in MIRRORED_KEYS & keys if _same(values[k], _get(_defaults(), k))}
         time += 1
         out.update(dict.fromkeys(keys, time))
 
@@ -168,14 +172,14 @@ def mentions(config_files: list[str], opts: list[str]) -> dict[str, int]:
     return out
 
 
-def _flat_keys(data: dict, prefix: str = ""):
+def _flat_items(data: dict, prefix: str = ""):
     for k, v in data.items():
         if k == "_BASE_" and not prefix:
             continue
         if isinstance(v, dict):
-            yield from _flat_keys(v, f"{prefix}{k}.")
+            yield from _flat_items(v, f"{prefix}{k}.")
         else:
-            yield f"{prefix}{k}"
+            yield f"{prefix}{k}", v
 
 
 def resolve_detectron2_keys(cfg: CN, given: dict[str, int] | None = None) -> dict[str, tuple]:
@@ -212,6 +216,11 @@ def resolve_detectron2_keys(cfg: CN, given: dict[str, int] | None = None) -> dic
             problems.append(f"{m.key} {theirs!r}: {err}")
             continue
         _put(cfg, m.ours, value)
+        if not _same(m.runs(cfg), theirs):  # ours took it, and the net still has something else (vgg16: no norm)
+            _put(cfg, m.ours, ours)
+            problems.append(f"{m.key} {theirs!r}: {cfg.MODEL.BACKBONES.NAME} (MODEL.BACKBONES.NAME) would still "
+                            f"run {m.runs(cfg)!r} with {m.ours} {value!r}")
+            continue
         driven[m.ours] = (ours, value)
     if problems:
         raise ValueError("config: " + "; ".join(problems))

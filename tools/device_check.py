@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 import torch
+
+from backbones.strict_json import strict_json
 
 REPO = Path(__file__).resolve().parent.parent
 TIMINGS = [
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
             except Exception as err:  # a failed timing is reported and fails the check; the others still run
                 results["errors"].append(f"{name} timings: {type(err).__name__}: {err}")
             print(f"[device check] {name} timings done", flush=True)
-    (out / "device_check.json").write_text(json.dumps(results, indent=2, default=str))
+    (out / "device_check.json").write_text(strict_json(results, default=str))
     (out / "device_check.md").write_text(markdown(results))
     print(markdown(results))
     print(f"[device check] wrote {out / 'device_check.json'} and {out / 'device_check.md'}")

@@ -54,7 +54,7 @@ class ClsConfig:
                                      "without the test split); embedded dataset only")
     train_samples: int | None = _opt(None, "use only N training images (quick runs): stratified by class, seeded by "
                                            "data_seed (the embedded set: its first N, already in random class "
-                                           "order); recorded in metrics.json 'subsets'")
+                                           "order); recorded in evaluation.json 'subsets'")
     val_samples: int | None = _opt(None, "evaluate on N validation images only, chosen as --train-samples")
     iterations: int = _opt(1000, "training iterations")
     batch_size: int = _opt(128, "images per process and iteration")

@@ -108,7 +108,7 @@ def _fashion_mnist(cfg, mean, std) -> tuple:
 
 def _stratified(dataset, n: int, seed: int, option: str):
     """`n` items of `dataset`, stratified by class and seeded (the first n of a class-sorted image folder were one
-    class); the choice is logged and recorded in metrics.json (`subsets`)."""
+    class); the choice is logged and recorded in the run's evaluation.json (`subsets`)."""
     idx = stratified_subset(dataset_labels(dataset), n, seed)
     counts = np.bincount(dataset_labels(dataset)[idx], minlength=len(dataset.classes))
     if isinstance(dataset, CompositedSet):  # an array stays one: its training keeps the batch augmentation

@@ -6,7 +6,8 @@ its comparison and the benchmarks import the names from here. It sits in `classi
 pipelines share, because the classification trainer writes these files too; a detection run's record is read one
 layer up, by `detection.report.runs.load_run`.
 
-A classification run (tools/train_cls.py): CONFIG_JSON, METRICS (history, final top-1/top-5), checkpoints.
+A classification run (tools/train_cls.py): CONFIG_JSON, EVALUATION (its summary: history, final top-1/top-5; METRICS in
+runs written before 2026-12-07, when one file name held two formats), checkpoints.
 A detection run (tools/train_det.py), in Detectron2's conventions: CONFIG_YAML, METRICS (Detectron2's JSONWriter log:
 one JSON object per line with "iteration", the evaluation scalars "bbox/AP", ... as its EvalHook puts them), EVALUATION
 ({"evaluation": ..., "iterations_completed": ..., costs}), checkpoints, FAILURE when training raised; runs written
@@ -36,8 +37,8 @@ __all__ = ["METRICS", "FINAL_CHECKPOINT", "LAST_CHECKPOINT", "PROGRESS", "FAILUR
            "checkpoint_name", "read_json", "RunFileError", "ClassificationRun", "read_classification_run",
            "finite_number"]
 
-METRICS = "metrics.json"  # classification: its final numbers (written whole); detection: Detectron2's JSONWriter log
-EVALUATION = "evaluation.json"  # a detection run's summary: evaluation results and the model-zoo costs
+METRICS = "metrics.json"  # Detectron2's JSONWriter log (a classification run's summary before 2026-12-07)
+EVALUATION = "evaluation.json"  # a run's summary: a detection run's results and costs; a classification run's record
 FINAL_CHECKPOINT = "model_final.pth"
 LAST_CHECKPOINT = "last_checkpoint"  # names the newest complete checkpoint (what --resume loads)
 PROGRESS = "progress.json"  # iteration / of how many / seconds, while training
@@ -207,7 +208,7 @@ class ClassificationRun:
     """What a tools/train_cls.py output directory says about itself."""
 
     path: Path
-    status: str  # "finished", or why not ("no metrics.json (training or crashed)", "unusable: ...")
+    status: str  # "finished", or why not ("no evaluation.json (training or crashed)", "unusable: ...")
     config: dict = field(default_factory=dict)  # config.json (ClsConfig as written)
     top1_error: float | None = None  # %, on its val split, after the last iteration
     top5_error: float | None = None
@@ -215,7 +216,7 @@ class ClassificationRun:
     seconds: float | None = None
     images_seen: int | None = None
     val_images: int | None = None
-    classes: int | None = None  # how many classes its classifier chose among (metrics.json's list; None: not recorded)
+    classes: int | None = None  # how many classes its classifier chose among (the summary's list; None: not recorded)
 
     @property
     def chance_error(self) -> float | None:
@@ -238,22 +239,24 @@ class ClassificationRun:
 
 
 def read_classification_run(path) -> ClassificationRun:
-    """The run's record. Finished = a final checkpoint and a finite final top-1 in metrics.json; anything else
-    has a status saying why, and no numbers (a number that could be wrong is left out, not guessed)."""
+    """The run's record. Finished = a final checkpoint and a finite final top-1 in its summary (EVALUATION; METRICS
+    in a run written before 2026-12-07); anything else has a status saying why, and no numbers (a number that could
+    be wrong is left out, not guessed)."""
     path = Path(path)
+    summary = EVALUATION if os.path.lexists(path / EVALUATION) or not os.path.lexists(path / METRICS) else METRICS
     try:
-        cfg, metrics = read_json(path / CONFIG_JSON), read_json(path / METRICS)
+        cfg, metrics = read_json(path / CONFIG_JSON), read_json(path / summary)
     except RunFileError as err:
         return ClassificationRun(path, f"unusable: {err}")
     cfg = cfg if isinstance(cfg, dict) else {}
     if metrics is None:
-        return ClassificationRun(path, f"no {METRICS} (training or crashed)", cfg)
+        return ClassificationRun(path, f"no {EVALUATION} (training or crashed)", cfg)
     if not isinstance(metrics, dict):
-        return ClassificationRun(path, f"unusable: {path / METRICS} is not a JSON object", cfg)
+        return ClassificationRun(path, f"unusable: {path / summary} is not a JSON object", cfg)
     final = metrics.get("final")
     top1 = final.get("top1") if isinstance(final, dict) else None
     if isinstance(top1, bool) or not isinstance(top1, (int, float)) or not math.isfinite(top1):
-        return ClassificationRun(path, f"no finite final top-1 in {path / METRICS} (got {top1!r})", cfg)
+        return ClassificationRun(path, f"no finite final top-1 in {path / summary} (got {top1!r})", cfg)
     top5 = final.get("top5")
     top5_ok = isinstance(top5, (int, float)) and not isinstance(top5, bool) and math.isfinite(top5)
     history = metrics.get("history") if isinstance(metrics.get("history"), dict) else {}

@@ -42,9 +42,9 @@ from .run_directory import last_checkpoint_file, prune_intermediate_checkpoints
 from .run_files import (
     AUGMENTATION_STREAM,
     CONFIG_JSON,
+    EVALUATION,
     FINAL_CHECKPOINT,
     LAST_CHECKPOINT,
-    METRICS,
     checkpoint_name,
     uses_cached_batches,
 )
@@ -250,7 +250,7 @@ def run_evaluation(run: Run, lr: float) -> dict:
     h["train_error"].append(100.0 * float(np.mean(h["err_window"])))  # running, last 50 batches
     h["test_error"].append(100 - res["top1"])
     h["test_top5_error"].append(100 - res["top5"])
-    if "compile_seconds" in res:  # --fast-inference: the evaluation's compile, beside its result in metrics.json
+    if "compile_seconds" in res:  # --fast-inference: the evaluation's compile, beside its result in evaluation.json
         h.setdefault("eval_compile_seconds", []).append(res["compile_seconds"])
     h["lr"].append(lr)
     run.schedule.after_evaluation(h["test_error"], run.iteration)
@@ -357,7 +357,7 @@ def _finish(run: Run, seconds: float) -> dict:
     if subsets:  # which items --train-samples / --val-samples chose (stratified, or the embedded set's first)
         result["subsets"] = subsets
     if _is_main():
-        atomic_write_text(run.out / METRICS, strict_json(result))  # a NaN loss as null
+        atomic_write_text(run.out / EVALUATION, strict_json(result))  # the run's summary; a NaN loss as null
         if h["skipped_images"]:
             logger.warning(f"{h['skipped_images']} unreadable images were skipped (on_error='skip')")
     if math.isnan(final.get("top1", 0.0)):

@@ -49,9 +49,10 @@ FINE_TUNING_RUN = "fine-tuning run"
 
 
 def config_key(run: RunResult) -> str:
-    """The configuration (SEED / OUTPUT_DIR aside) and the evaluated dataset's files: runs registered under one
-    dataset name but evaluated on different files are different experiments, not seeds of one."""
-    flat = {k: v for k, v in _flatten(run.config).items() if k not in _IGNORED_KEYS}
+    """The configuration (SEED / OUTPUT_DIR aside, and Detectron2's keys that mirror ours: a run recorded before
+    them holds Detectron2's defaults there) and the evaluated dataset's files: runs registered under one dataset
+    name but evaluated on different files are different experiments, not seeds of one."""
+    flat = {k: v for k, v in _flatten(run.config).items() if k not in _IGNORED_KEYS and k not in MIRRORED_KEYS}
     return json.dumps({"config": flat, "evaluated_on": run.dataset_files}, sort_keys=True, default=str)
 
 

@@ -3,7 +3,7 @@
 A detection run is an OUTPUT_DIR of tools/train_det.py (config.yaml, evaluation.json, metrics.json -- Detectron2's
 JSONWriter log --, inference/<dataset>/...; runs written before 2026-12-06 are read too, see
 run_files.detection_run_files). When its MODEL.WEIGHTS is a classification checkpoint of tools/train_cls.py, the
-pretraining run beside that checkpoint (config.json, metrics.json) is read too, so the report can say how the
+pretraining run beside that checkpoint (config.json, evaluation.json) is read too, so the report can say how the
 backbone was pretrained instead of assuming it.
 """
 
@@ -178,7 +178,7 @@ def _mean_curve(curves: dict[str, list]) -> list[float | None]:
 
 
 def load_pretraining(weights: str) -> PretrainInfo | None:
-    """The classification run that wrote `weights` (its config.json and metrics.json beside it), or None."""
+    """The classification run that wrote `weights` (its config.json and evaluation.json beside it), or None."""
     if not weights or "://" in weights:
         return None
     run = read_classification_run(Path(weights).parent)

@@ -23,6 +23,7 @@ from classification.data.transforms import (
     imagenet_train_transform,
     ten_crop,
 )
+from classification.engine.run_files import read_classification_run
 from classification.engine.trainer import ClsConfig, train
 from classification.evaluate import multiscale_logits, ten_crop_logits
 from conftest import REPO, run_tool
@@ -271,7 +272,13 @@ def test_ddp_gloo_two_processes(tmp_path):
                     "--checkpoint-period", "4", "--workers", "0", "--num-gpus", "2", "--output-dir", out,
                     timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (out / "model_final.pth").is_file() and (out / "metrics.json").is_file()
+    # the summary is evaluation.json, as a detection run's (metrics.json names Detectron2's line log alone)
+    assert (out / "model_final.pth").is_file() and (out / "evaluation.json").is_file()
+    assert not (out / "metrics.json").exists()
+    record = read_classification_run(out)
+    (out / "evaluation.json").rename(out / "metrics.json")  # a run written before 2026-12-07 reads the same
+    assert record.status == "finished" and read_classification_run(out) == record
+    (out / "metrics.json").rename(out / "evaluation.json")
     again = run_tool("tools/train_cls.py", "--model", "cifar_resnet20", "--output-dir", out, "--iterations", "4",
                      timeout=120)
     assert again.returncode != 0 and "Pass --resume to continue that run" in again.stderr
@@ -464,7 +471,7 @@ def test_ctrl_c_checkpoints_at_a_step_boundary_and_resume_finishes(tmp_path):
     resumed = subprocess.run([*cmd[:cmd.index("100000")], str(at + 2), *cmd[cmd.index("100000") + 1:], "--resume"],
                              cwd=REPO, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert json.loads((out / "metrics.json").read_text())["images_seen"] == (at + 2) * 8
+    assert json.loads((out / "evaluation.json").read_text())["images_seen"] == (at + 2) * 8
 
 
 def test_train_cls_resume_of_a_run_recorded_with_the_earlier_batch_draws_says_why(tmp_path, capsys):

@@ -120,3 +120,45 @@ def test_a_config_diff_names_ours_not_its_mirror():
     a, b = _cfg(R101_C4), _cfg(R101_C4, "MODEL.BACKBONES.NORM", "GN", "MODEL.BACKBONES.FREEZE_AT", "0")
     diff = config_differences(yaml.safe_load(a.dump()), yaml.safe_load(b.dump()))
     assert set(diff) == {"MODEL.BACKBONES.NORM", "MODEL.BACKBONES.FREEZE_AT"} and not set(diff) & MIRRORED_KEYS
+
+
+def test_an_edited_config_yaml_is_read_as_written_not_as_a_record(tmp_path):
+    recorded = yaml.safe_load(_cfg().dump())  # a run's config.yaml (mirrored), then edited by hand
+    recorded["MODEL"]["RESNETS"].update(DEPTH=152, RES5_DILATION=2)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(recorded))
+    with pytest.raises(ValueError, match="MODEL.RESNETS.DEPTH 152 and MODEL.BACKBONES.NAME 'resnet101'.*"
+                                         "MODEL.RESNETS.RES5_DILATION 2"):
+        get_detection_cfg(str(tmp_path / "config.yaml"), [], read_weights=False)
+    cfg = get_detection_cfg(str(tmp_path / "config.yaml"), ["MODEL.RESNETS.DEPTH", "50", "MODEL.RESNETS.RES5_DILATION",
+                                                             "1"], read_weights=False)  # the command line, later
+    assert cfg.MODEL.BACKBONES.NAME == "resnet50"
+
+
+def test_a_driven_value_the_net_cannot_take_is_refused():
+    with pytest.raises(ValueError, match="MODEL.RESNETS.NORM 'BN': vgg16 .* would still run ''"):
+        _cfg(VGG16, "MODEL.RESNETS.NORM", "BN")  # vgg16 has no norm layers to train: vgg16_bn has
+
+
+def test_without_the_files_a_key_counts_as_set_only_away_from_detectron2s_default():
+    """get_cfg + add_backbones_config + merge (no get_detection_cfg): nothing says which keys the user assigned, so
+    a Detectron2 key at its default (DEPTH 50) reads as left alone and the net is ours (documented in
+    ARCHITECTURE.md); away from its default it drives."""
+    cfg = add_backbones_config(get_cfg())
+    cfg.merge_from_file(R101_C4)
+    cfg.merge_from_list(SMALL + ["MODEL.RESNETS.DEPTH", "50"])
+    from detection.detectron2_keys import resolved
+
+    assert resolved(cfg).MODEL.BACKBONES.NAME == "resnet101"
+    cfg.MODEL.RESNETS.DEPTH = 152
+    assert resolved(cfg).MODEL.BACKBONES.NAME == "resnet152"
+
+
+def test_runs_recorded_before_and_after_the_mirror_are_seeds_of_one_configuration():
+    from detection.report.groups import config_key
+    from detection.report.runs import RunResult
+
+    new = yaml.safe_load(_cfg().dump())
+    old = yaml.safe_load(_cfg().dump())
+    old["MODEL"]["RESNETS"].update(DEPTH=50, STEM_OUT_CHANNELS=64)
+    keys = {config_key(RunResult(name=p, path=p, status="finished", config=c)) for p, c in (("a", old), ("b", new))}
+    assert len(keys) == 1

@@ -26,7 +26,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
         for norm, arm in (("", "frozenbn_pretrained"), ("_gn", "gn_pretrained")):
             pre_dir = out / "pretrain" / f"{model}{norm}_p0"
             ckpt = pre_dir / "model_final.pth"
-            pre = json.loads((pre_dir / "metrics.json").read_text())
+            pre = json.loads((pre_dir / "evaluation.json").read_text())
             assert pre["images_seen"] == 3 * 128 and pre["val_images"] == 64
             assert json.loads((pre_dir / "progress.json").read_text())["iteration"] == 3
             assert sorted(p.name for p in pre_dir.glob("model_*.pth")) == ["model_final.pth"]  # pruned

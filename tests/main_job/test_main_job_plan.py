@@ -154,11 +154,11 @@ def test_every_pretrained_arm_fine_tunes_the_net_its_pretraining_stage_builds(mo
 def test_a_pretraining_net_its_detection_legs_cannot_load_stops_the_plan_naming_the_keys(monkeypatch):
     """The job's own check, before anything trains: it passes for the presets' backbones and for vgg16, and with the
     old rule (a VGG without BN built without norm whatever MODEL.BACKBONES.NORM says) it names the GN tensors."""
-    import detection.modeling.backbone as backbone
+    import detection.detectron2_keys as rule  # net_norm: the norm a net is built with
     from detection.main_job.checks import check_pretrained_weights_fit
 
     check_pretrained_weights_fit(MainJobPlan(backbones=("vgg16", "vgg16_bn", "resnet18"), width=0.125))
-    monkeypatch.setattr(backbone, "BN_VARIANTS", backbone.BN_VARIANTS | {"GN"})
+    monkeypatch.setattr(rule, "BN_VARIANTS", rule.BN_VARIANTS | {"GN"})
     with pytest.raises(PlanError, match=r"vgg16: the GN pretraining net does not load into the detection legs of arm "
                                         r"gn_pretrained \(width 0.125\): unexpected in checkpoint \(26\): "
                                         r"conv1.conv1_1.norm.weight"):

@@ -26,7 +26,6 @@ both sides' peak memory in fresh processes and checks that the results are ident
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 import torch
 
 from backbones.checkpoint_io import atomic_write_text
+from backbones.strict_json import strict_json
 
 from . import checkout
 from .backbone import bench_backbone
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             print(f"  {k}: {_fmt(v)}", flush=True)
         # written after every section: a later failure does not lose the sections already measured
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(json_path, json.dumps(results, indent=2))
+        atomic_write_text(json_path, strict_json(results, default=str))  # a NaN reference AP as null
         if args.markdown:
             atomic_write_text(Path(args.markdown), markdown(results, sys.argv[1:] if argv is None else argv))
     print(f"[benchmark] wrote {json_path}")
