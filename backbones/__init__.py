@@ -6,7 +6,8 @@ Never imports detectron2. Public interface:
     complexity(model, input_size) -> mult-adds (torch's operator counter, on meta tensors) and parameters
     load_pretrained(model, path) -> LoadReport  (torchvision, timm, Detectron2, MSRA Caffe2, our checkpoints)
     create_model_with_weights(name, path) -> (model, LoadReport): the model a weights file fits (torch.hub, timm)
-    backbones.timm_models: every name in timm's registry as rdb_<name> (needs timm); hubconf.py: torch.hub
+    backbones.timm_models: every name in timm's registry as rdb_<name>, timm's model interface (needs timm);
+    hubconf.py: torch.hub; backbones.torchvision_detection: torchvision's Faster R-CNN (its argument names)
     optimize_for_inference(model) -> a folded, channels_last, compiled copy for inference (backbones.inference)
 """
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -12,13 +12,29 @@ from torch import nn
 __all__ = ["FeatureInfo", "FeatureNet", "run_stages"]
 
 
+# timm's feature_info keys -> ours: a timm consumer reads `model.feature_info[i]["num_chs"]`
+TIMM_FEATURE_KEYS = {"num_chs": "channels", "reduction": "stride", "module": "name"}
+
+
 @dataclass(frozen=True)
-class FeatureInfo:
-    """One stage output: its name (stride in the name: res4 = stride 16), channels and stride w.r.t. the input."""
+class FeatureInfo(Mapping):
+    """One stage output: its name (stride in the name: res4 = stride 16), channels and stride w.r.t. the input.
+
+    Also read as timm's feature_info dict (`info["num_chs"]`, `info["reduction"]`, `info["module"]`, `dict(info)`),
+    so a timm consumer of the full model needs no adapter."""
 
     name: str
     channels: int
     stride: int
+
+    def __getitem__(self, key: str):
+        return getattr(self, TIMM_FEATURE_KEYS[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(TIMM_FEATURE_KEYS)
+
+    def __len__(self) -> int:
+        return len(TIMM_FEATURE_KEYS)
 
 
 def run_stages(stages: Iterable[tuple[str, nn.Module]], x: torch.Tensor, wanted: Iterable[str]
@@ -73,6 +89,17 @@ class FeatureNet(nn.Module):
 
     def forward_head(self, features: Sequence[torch.Tensor] | torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    @staticmethod
+    def new_classifier(in_features: int, num_classes: int) -> nn.Linear | None:
+        """A fresh classifier as every family's builder initialises one (N(0, 0.01), zero bias); None for 0 classes
+        (timm's reset_classifier, backbones.timm_interface)."""
+        if num_classes <= 0:
+            return None
+        fc = nn.Linear(in_features, num_classes)
+        nn.init.normal_(fc.weight, std=0.01)
+        nn.init.zeros_(fc.bias)
+        return fc
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         last = self.stage_names[-1]

@@ -40,7 +40,8 @@ from .weight_formats import (
 
 __all__ = ["LoadReport", "IncompatibleWeightsError", "load_pretrained", "load_state_dict_into", "save_pretrained",
            "create_model_with_weights",
-           "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta", "unusable_values"]
+           "read_weights", "read_weights_file", "WeightsFile", "meta_for_format", "WeightsMeta", "unusable_values",
+           "weights_file_argument"]
 
 CLASSIFIER_PREFIX = "fc."
 # (stride_in_1x1 must match too, but is checked from WeightsMeta.stride_in_1x1, which every format sets, not arch)
@@ -266,6 +267,30 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
         new_sd[k] = _to_tensor(converted[k], model_sd[k])
     model.load_state_dict(new_sd)
     return report
+
+
+def weights_file_argument(name: str, weights: Any, *, argument: str = "weights") -> str | os.PathLike:
+    """`weights` as the path of a file, or one line saying why not: here weights are files (nothing is downloaded),
+    so torchvision's spellings -- a weights enum (ResNet50_Weights.IMAGENET1K_V1), its name ("IMAGENET1K_V1",
+    "DEFAULT") or pretrained=True -- are answered with how to pass the file they stand for."""
+    if isinstance(weights, (str, os.PathLike)) and (not isinstance(weights, str) or not weights.replace("_", "")
+                                                   .isalnum() or not weights.isupper() or Path(weights).exists()):
+        return weights
+    enum_name = getattr(weights, "name", weights)
+    url = getattr(weights, "url", None)
+    if url is None and isinstance(enum_name, str):
+        try:  # torchvision's file for that name, when torchvision has weights of the same net
+            import torchvision.models
+            url = torchvision.models.get_model_weights(name)[enum_name].url
+        except (KeyError, ValueError, AttributeError):
+            url = None
+    if not isinstance(enum_name, str):
+        raise TypeError(f"{argument}={weights!r}: expected the path of a weights file")
+    where = (f" (torchvision's {url.rsplit('/', 1)[-1]}, in ~/.cache/torch/hub/checkpoints/ once torchvision has "
+             "downloaded it)") if url else ""
+    raise ValueError(f"{argument}={enum_name!r} names torchvision weights; here weights are files, nothing is "
+                     f"downloaded: pass the path of the file{where} -- torchvision, timm, Detectron2 .pkl, MSRA "
+                     "Caffe2 or ours")
 
 
 def create_model_with_weights(name: str, path: str | os.PathLike, *, num_classes: int | None = None,

@@ -10,9 +10,12 @@ mmdet/YOLO forks, segmentation_models_pytorch):
 PREFIX "rdb_" (resnet-detection-benchmark) keeps our nets apart from timm's own resnet50 / vgg16, which are other
 networks (stride placement, stem, VGG's classifier). Each name's pretrained_cfg is derived from backbones.model_info
 (input size, evaluation crop, first conv, classifier) and the input convention our pretraining saves (RGB,
-torchvision's mean / std); loading a file replaces mean / std by the file's own. There are no published weights to
-download: `pretrained=True` needs a file (any format backbones.load_pretrained reads safely), and loading is strict.
-`features_only=True` returns `TimmFeatures`, our own stage loop under timm's features_only contract (a list of maps
+torchvision's mean / std); loading a file replaces mean / std by the file's own, and a BGR 0-255 file (MSRA's,
+Detectron2's zoo) is converted to timm's RGB [0, 1] input (backbones.input_convention). There are no published weights
+to download: `pretrained=True` needs a file (any format backbones.load_pretrained reads safely), and loading is
+strict. The model is one of ours under timm's model contract (backbones.timm_interface: forward_head, reset_classifier,
+forward_intermediates, group_matcher, ...); timm options the paper's nets lack (drop_path_rate, a dilated
+output_stride) are refused by name. `features_only=True` returns `TimmFeatures`, our own stage loop under timm's features_only contract (a list of maps
 and a timm FeatureInfo that describes them), not a generic FX or hook wrapper.
 
 Needs timm (the `timm` extra); importing this module registers the names (registering twice is harmless).
@@ -20,7 +23,6 @@ Needs timm (the `timm` extra); importing this module registers the names (regist
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import timm.models
@@ -28,8 +30,10 @@ import torch
 from torch import nn
 
 from .features import FeatureNet, run_stages
-from .pretrained import create_model_with_weights
+from .input_convention import to_rgb_unit_input
+from .pretrained import create_model_with_weights, weights_file_argument
 from .registry import create_model, list_models, model_info
+from .timm_interface import as_timm_model
 from .weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
 
 __all__ = ["PREFIX", "TimmFeatures", "pretrained_cfg_of", "timm_name"]
@@ -89,14 +93,32 @@ def _build(name: str, pretrained: bool, cfg: dict, num_classes: int | None, opti
         raise ValueError(f"{timm_name(name)} has no published weights to download; pass the file: "
                          f"timm.create_model({timm_name(name)!r}, pretrained=True, "
                          "pretrained_cfg_overlay=dict(file=PATH))")
-    model, report = create_model_with_weights(name, os.fspath(path), num_classes=num_classes, **options)
-    meta = report.meta
-    if meta.input_format == "BGR":
-        raise ValueError(f"{path}: these weights expect BGR input ({meta.source_format}), timm's data pipeline "
-                         "feeds RGB; use backbones.load_pretrained with a BGR pipeline instead")
-    if meta.pixel_mean and meta.pixel_std:
-        cfg.update(mean=tuple(m / 255 for m in meta.pixel_mean), std=tuple(s / 255 for s in meta.pixel_std))
+    model, report = create_model_with_weights(name, weights_file_argument(name, path, argument="file"),
+                                              num_classes=num_classes, **options)
+    norm = to_rgb_unit_input(name, model, report.meta)  # BGR 0-255 files (MSRA, Detectron2) converted exactly
+    cfg.update(mean=norm.mean, std=norm.std)
     return model
+
+
+# timm's creation options that the paper's nets have no counterpart for: one line each, never ignored
+_NOT_APPLICABLE = {
+    "drop_path_rate": "stochastic depth (drop_path_rate) is not part of the paper's nets",
+    "drop_block_rate": "DropBlock (drop_block_rate) is not part of the paper's nets",
+    "output_stride": "a dilated output_stride is not built here: the paper's nets are stride 32 (C4 and FPN use it so)",
+}
+
+
+def _timm_options(name: str, options: dict) -> tuple[str | None, float | None]:
+    """(global_pool, drop_rate) taken out of `options`; timm options the nets lack refused by name."""
+    for key, why in _NOT_APPLICABLE.items():
+        value = options.pop(key, None)
+        if value not in (None, 0, 0.0) and not (key == "output_stride" and value == 32):
+            raise ValueError(f"{timm_name(name)}: {key}={value!r}: {why}; leave it unset")
+    global_pool, drop_rate = options.pop("global_pool", None), options.pop("drop_rate", None)
+    if drop_rate is not None and model_info(name).family == "vgg":
+        options["dropout"] = drop_rate  # VGG's dropout after fc6 / fc7 (timm's VGG: drop_rate there too)
+        drop_rate = None
+    return global_pool, drop_rate
 
 
 def _entrypoint(name: str):
@@ -107,11 +129,15 @@ def _entrypoint(name: str):
                                                  pretrained_cfg_overlay=pretrained_cfg_overlay).to_dict()
         if in_chans is not None:
             options["in_channels"] = in_chans  # timm's spelling of our builders' option (create_model checks it)
+        global_pool, drop_rate = _timm_options(name, options)
         # num_classes None: the file's classifier (never a silently fresh one), else the registry's 1000
         model = _build(name, pretrained, cfg, 0 if features_only else num_classes, options)
         if features_only:
             model = TimmFeatures(model, out_indices)
             cfg = {k: v for k, v in cfg.items() if k not in ("num_classes", "classifier")}
+        else:
+            model = as_timm_model(model, global_pool=global_pool, drop_rate=drop_rate)
+            cfg["num_classes"] = model.num_classes
         model.pretrained_cfg = model.default_cfg = cfg
         return model
 

@@ -2,13 +2,16 @@
 
     from backbones.torchvision_detection import faster_rcnn
     model = faster_rcnn("resnet101", num_classes=21, design="C4", weights="R-101.pkl")   # the paper's detector
+    model = faster_rcnn("resnet50", num_classes=91, weights_backbone="resnet50-0676ba61.pth",
+                        trainable_backbone_layers=3)      # torchvision's names; its file, its stride placement
     model = faster_rcnn("plain34", num_classes=91, design="FPN")
     losses = model(images, targets)          # torchvision's detection API (images as lists of [0, 1] tensors)
 
 design="C4": features from the trunk up to res4 (VGG: conv5_3), RoIAlign 14x14 and the net's own res5 stage +
 global pooling as the box head (VGG: 7x7 RoIs into fc6/fc7), as in the ResNet paper. design="FPN": torchvision's
-FPN on res2..res5 with its 2-fc head. `weights` goes through `backbones.load_pretrained` (any supported format);
-the normalisation torchvision applies is set from the weights' metadata when they have it.
+FPN on res2..res5 with its 2-fc head. torchvision's argument names work where they mean the same thing
+(`weights_backbone`, `trainable_backbone_layers`, `num_classes`); any supported weights file works, BGR 0-255 ones
+(MSRA, Detectron2) converted to torchvision's RGB [0, 1] input at load (faster_rcnn's docstring).
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from .features import FeatureNet
-from .pretrained import load_pretrained
-from .registry import create_model
+from .input_convention import TORCHVISION_INPUT, InputNormalization, to_rgb_unit_input
+from .pretrained import create_model_with_weights, weights_file_argument
+from .registry import create_model, model_info
 from .resnet import final_activation
 from .vgg import fc67
 
@@ -75,31 +79,66 @@ def fpn_backbone(model: FeatureNet, in_features: tuple[str, ...] = ("res2", "res
 
 
 def faster_rcnn(name: str, num_classes: int, *, design: str = "C4", weights: str | os.PathLike | None = None,
+                weights_backbone: str | os.PathLike | None = None, trainable_backbone_layers: int | None = None,
                 min_size: int = 600, max_size: int = 1000, **options) -> nn.Module:
-    """A torchvision FasterRCNN (num_classes includes the background, torchvision's convention)."""
+    """A torchvision FasterRCNN (num_classes includes the background, torchvision's convention).
+
+    weights (or torchvision's name for it, weights_backbone): the backbone's weights file, any format
+        backbones.load_pretrained reads; its stride placement is taken from the file. The detector takes what
+        torchvision's transform feeds, RGB in [0, 1]: BGR 0-255 weights (MSRA's, Detectron2's zoo) are converted at
+        load (first conv's channels reversed, the file's mean / std as image_mean / image_std; exact), recorded as
+        `model.input_normalization`. A torchvision weights enum or its name is refused with the file to pass.
+    trainable_backbone_layers: torchvision's -- how many stages, counted from the last, train (0..5; res5 or conv5
+        first); default 3 with weights (torchvision's, = Detectron2's FREEZE_AT 2), all without.
+    With weights, a BN net's norms are frozen (FrozenBN), as torchvision's FrozenBatchNorm2d under pretrained
+    weights; norm=... in `options` overrides.
+    """
     from torchvision.models.detection import FasterRCNN
     from torchvision.models.detection.faster_rcnn import FastRCNNPredictor
     from torchvision.ops import MultiScaleRoIAlign
 
-    model = create_model(name, num_classes=0, **options)
-    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # torchvision's defaults (RGB, [0, 1] inputs)
-    if weights is not None:
-        report = load_pretrained(model, weights, drop_classifier=True)
-        meta = report.meta
-        if meta.pixel_mean and meta.input_format == "RGB":
-            mean, std = tuple(m / 255 for m in meta.pixel_mean), tuple(s / 255 for s in meta.pixel_std)
-        elif meta.input_format == "BGR":
-            raise ValueError(f"{weights}: BGR weights (MSRA/Caffe); torchvision feeds RGB. Convert the first conv "
-                             "or use the Detectron2 plugin (detection/), which sets INPUT.FORMAT from the weights.")
-    common = dict(min_size=min_size, max_size=max_size, image_mean=list(mean), image_std=list(std))
+    model, norm = _backbone(name, weights, weights_backbone, trainable_backbone_layers, options)
+    common = dict(min_size=min_size, max_size=max_size, image_mean=list(norm.mean), image_std=list(norm.std))
     if design == "FPN":
-        return FasterRCNN(fpn_backbone(model), num_classes=num_classes, **common)
-    if design != "C4":
-        raise ValueError(f"design must be 'C4' or 'FPN', got {design!r}")
-    trunk, head, head_channels, roi = c4_backbone(model)
-    from torchvision.models.detection.anchor_utils import AnchorGenerator
+        detector = FasterRCNN(fpn_backbone(model), num_classes=num_classes, **common)
+    elif design == "C4":
+        from torchvision.models.detection.anchor_utils import AnchorGenerator
 
-    anchors = AnchorGenerator(sizes=((128, 256, 512),), aspect_ratios=((0.5, 1.0, 2.0),))  # paper: 3 x 3 anchors
-    return FasterRCNN(trunk, rpn_anchor_generator=anchors,
-                      box_roi_pool=MultiScaleRoIAlign(["0"], output_size=roi, sampling_ratio=0),
-                      box_head=head, box_predictor=FastRCNNPredictor(head_channels, num_classes), **common)
+        trunk, head, head_channels, roi = c4_backbone(model)
+        anchors = AnchorGenerator(sizes=((128, 256, 512),), aspect_ratios=((0.5, 1.0, 2.0),))  # paper: 3 x 3
+        detector = FasterRCNN(trunk, rpn_anchor_generator=anchors,
+                              box_roi_pool=MultiScaleRoIAlign(["0"], output_size=roi, sampling_ratio=0),
+                              box_head=head, box_predictor=FastRCNNPredictor(head_channels, num_classes), **common)
+    else:
+        raise ValueError(f"design must be 'C4' or 'FPN', got {design!r}")
+    detector.input_normalization = norm
+    return detector
+
+
+def _backbone(name: str, weights, weights_backbone, trainable_backbone_layers: int | None, options: dict
+              ) -> tuple[FeatureNet, InputNormalization]:
+    """The backbone with its weights, the input it expects, and its frozen stages (faster_rcnn's arguments)."""
+    if weights is not None and weights_backbone is not None:
+        raise TypeError("pass weights or weights_backbone (torchvision's name for the same file), not both")
+    argument = "weights" if weights is not None else "weights_backbone"
+    path = weights if weights is not None else weights_backbone
+    if path is None:
+        model, norm = create_model(name, num_classes=0, **options), TORCHVISION_INPUT
+    else:
+        path = weights_file_argument(name, path, argument=argument)
+        if model_info(name).normalized and "norm" not in options:
+            options = {**options, "norm": "FrozenBN"}  # torchvision freezes BN statistics under pretrained weights
+        model, report = create_model_with_weights(name, path, num_classes=0, **options)
+        norm = to_rgb_unit_input(name, model, report.meta)
+    stages = len(model.stage_names)
+    if trainable_backbone_layers is None:
+        trainable = 3 if path is not None else stages
+    elif path is None:
+        raise ValueError(f"trainable_backbone_layers={trainable_backbone_layers} without weights would freeze random "
+                         "layers (torchvision ignores it with a warning): pass weights_backbone=FILE")
+    elif isinstance(trainable_backbone_layers, bool) or not 0 <= trainable_backbone_layers <= stages:
+        raise ValueError(f"trainable_backbone_layers={trainable_backbone_layers!r}: 0..{stages} for {name} "
+                         f"(stages {model.stage_names})")
+    else:
+        trainable = trainable_backbone_layers
+    return model.freeze(stages - trainable), norm

@@ -55,6 +55,11 @@ class VGG(FeatureNet):
         self.fc = nn.Linear(fc_dim, num_classes) if num_classes > 0 else None
 
     def forward_head(self, x: torch.Tensor, *, fold_1x1_pool5: bool = True) -> torch.Tensor:
+        x = self.pre_logits(x, fold_1x1_pool5=fold_1x1_pool5)
+        return self.fc(x) if self.fc is not None else x
+
+    def pre_logits(self, x: torch.Tensor, *, fold_1x1_pool5: bool = True) -> torch.Tensor:
+        """pool5 -> fc6 -> fc7 (with their dropout): the features the classifier reads (num_features of them)."""
         # Adaptive pooling to 7x7 (identity at 224x224) lets any input size reach fc6, as torchvision does; a 1x1
         # pool5 (inputs of 32-63 px) goes to fc67 as it is, which treats it as the 7x7 map of copies it would become.
         # fold_1x1_pool5=False takes torchvision's path (49 pooled copies): the same numbers, the reference for tests
@@ -62,8 +67,8 @@ class VGG(FeatureNet):
         x = self.pool5(x)
         if x.shape[-2:] != (1, 1) or not fold_1x1_pool5:
             x = F.adaptive_avg_pool2d(x, (7, 7))
-        x = fc67(x, self.fc6, self.fc7, self.dropout)
-        return self.fc(x) if self.fc is not None else x
+        return fc67(x, self.fc6, self.fc7, self.dropout)
+
 
 
 def fc67(x: torch.Tensor, fc6: nn.Linear, fc7: nn.Linear, dropout: nn.Module) -> torch.Tensor:

@@ -102,3 +102,39 @@ def write_run(root: Path, name: str, config: dict, kind: str, seed: int = 0) -> 
                                               "iterations_completed": config["SOLVER"]["MAX_ITER"]}))
     (run / "model_final.pth").write_bytes(b"")
     return run
+
+
+# ---- main job directories (tools/compare_jobs.py) ----
+
+def job_stage(job, name, argv, threads, metrics, summary="metrics.json"):
+    """A stage directory; a detection leg's summary in evaluation.json (Detectron2's layout, metrics.json its log)
+    or, as runs written before 2026-12-06, in metrics.json."""
+    d = job / name
+    d.mkdir(parents=True)
+    (d / "main_job_stage.json").write_text(json.dumps({"argv": argv, "threads": threads}))
+    (d / summary).write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
+
+
+def main_job_dir(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups,
+         pre_options=("--iterations", "3750"), summary="metrics.json"):
+    job = root / "job"
+    job_stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", *pre_options, "--output-dir",
+                                          f"{job}/pretrain/resnet101_p0"], threads, {"final": {"top1": pre_top1}})
+    for leg, ap50, iters in (("resnet101_p0_d0", r101_ap50, r101_iters), ("vgg16_bn_p0_d0", vgg_ap50, "3200")):
+        job_stage(job, f"detect/{leg}", [f"{repo}/tools/train_det.py", "--config-file",
+                                      f"{repo}/configs/COCO-Detection/faster_rcnn_R_101_C4.yaml", "MODEL.WEIGHTS",
+                                      f"{job}/pretrain/resnet101_p0/model_final.pth", "SOLVER.MAX_ITER", iters],
+               threads, {"evaluation": {"embedded_val": {"bbox": {"AP50": ap50, "AP": ap50 / 2, "APl": float("nan")}}}},
+               summary)
+    deltas = [{"a": "resnet101_pretrained", "b": "vgg16_bn_pretrained", "metric": "AP50", "delta": 0.0}]
+    (job / "results.json").write_text(json.dumps({"groups": groups, "deltas": deltas, "pretraining": {}}))
+    return job
+
+
+def job_groups(r101, vgg, sd):
+    """results.json's groups: each group's AP50 per pretraining run (two runs of mean m, sd `sd` between them)."""
+    def values(m):
+        return {"p0": [m + sd / 2 ** 0.5], "p1": [m - sd / 2 ** 0.5]}
+
+    return [{"name": name, "unit": "pretraining run", "values": {"AP50": values(m)}}
+            for name, m in (("resnet101_pretrained", r101), ("vgg16_bn_pretrained", vgg))]

@@ -1,7 +1,6 @@
 """Weight loading: every supported format, exact equality with torchvision/timm, strictness, metadata, safety."""
 
 import pickle
-import re
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from backbones import (
 from backbones.blocks import set_norm_folding
 from backbones.weight_formats import DETECTRON2_BGR_MEAN, TORCHVISION_MEAN
 from conftest import run_tool
+from weight_files import msra_caffe2_blobs
 
 
 def _randomize_bn(model):
@@ -143,41 +143,10 @@ def test_detectron2_pkl_converted_from_torchvision(tmp_path):
 
 # ---- MSRA Caffe2 blobs (R-50.pkl / R-101.pkl naming) --------------------------------------------------------
 
-_C2_BN = {"folded": None, "stats": {"weight": "gamma", "bias": "beta", "running_mean": "running_mean",
-                                    "running_var": "running_var"}}
-
-
-def _to_caffe2_blobs(model, bn_style):
-    """Our state dict -> MSRA Caffe2 names (res2_0_branch2a_w, res_conv1_bn_s, ...)."""
-    sd = {k: v.numpy().copy() for k, v in model.state_dict().items() if "num_batches" not in k}
-    blobs = {}
-    convs = {k[: -len(".weight")] for k in sd if k.endswith(".weight") and sd[k].ndim == 4}
-    for conv in convs:
-        if conv == "stem.conv1":
-            c2, bn = "conv1", "res_conv1_bn"
-        else:
-            m = re.fullmatch(r"res(\d)\.(\d+)\.(conv(\d)|shortcut)", conv)
-            branch = "branch1" if m[3] == "shortcut" else "branch2" + "abc"[int(m[4]) - 1]
-            c2 = bn = f"res{m[1]}_{m[2]}_{branch}"
-            bn += "_bn"
-        blobs[c2 + "_w"] = sd[conv + ".weight"]
-        w, b = sd[conv + ".norm.weight"], sd[conv + ".norm.bias"]
-        mean, var = sd[conv + ".norm.running_mean"], sd[conv + ".norm.running_var"]
-        if bn_style == "folded":  # MSRA's release: affine only, statistics folded in
-            s = w / np.sqrt(var + 1e-5)
-            blobs[bn + "_s"], blobs[bn + "_b"] = s, b - mean * s
-        else:
-            for ours_name, c2_name in _C2_BN["stats"].items():
-                blobs[f"{bn}_{c2_name}"] = sd[f"{conv}.norm.{ours_name}"]
-        blobs[c2 + "_w_momentum"] = np.zeros_like(sd[conv + ".weight"])  # Detectron1 pickles carry these
-    blobs["pred_w"], blobs["pred_b"] = sd["fc.weight"], sd["fc.bias"]
-    return blobs
-
-
 @pytest.mark.parametrize("bn_style", ["folded", "stats"])
 def test_msra_caffe2_pkl(tmp_path, bn_style):
     ref = _reference("resnet101", num_classes=10, norm="FrozenBN")
-    blobs = _to_caffe2_blobs(ref, bn_style)
+    blobs = msra_caffe2_blobs(ref, bn_style)
     path = tmp_path / "R-101.pkl"
     with open(path, "wb") as f:
         pickle.dump({"blobs": blobs}, f, protocol=2)  # Detectron1 wrote Python-2 pickles
@@ -194,7 +163,7 @@ def test_msra_caffe2_pkl(tmp_path, bn_style):
 
 def test_msra_resnet50_conv1_bias_is_folded_exactly(tmp_path):
     ref = _reference("resnet50", num_classes=10)
-    blobs = _to_caffe2_blobs(ref, "stats")
+    blobs = msra_caffe2_blobs(ref, "stats")
     c = np.random.RandomState(0).randn(64).astype(np.float32)
     blobs["conv1_b"] = c  # the release's ResNet-50 conv1 has a bias
     blobs["res_conv1_bn_running_mean"] = blobs["res_conv1_bn_running_mean"] + c  # same function as `ref`
@@ -346,7 +315,7 @@ def test_load_model_rebuilds_the_net_a_checkpoint_holds_with_its_units_and_width
 def test_convert_weights_cli_infers_architecture_and_keeps_metadata(tmp_path):
     ref = _reference("resnet101", num_classes=1000)
     with open(tmp_path / "R-101.pkl", "wb") as f:
-        pickle.dump({"blobs": _to_caffe2_blobs(ref, "folded")}, f, protocol=2)
+        pickle.dump({"blobs": msra_caffe2_blobs(ref, "folded")}, f, protocol=2)
     proc = run_tool("tools/convert_weights.py", tmp_path / "R-101.pkl", tmp_path / "r101.pth")
     assert proc.returncode == 0, proc.stderr
     assert "resnet101" in proc.stdout and "format caffe2" in proc.stdout

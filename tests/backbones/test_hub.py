@@ -8,6 +8,9 @@ import torch
 import torchvision
 
 import backbones
+from backbones.weight_formats import DETECTRON2_BGR_MEAN
+from conftest import with_random_bn_statistics
+from weight_files import write_msra_pkl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,3 +60,26 @@ def test_a_file_with_another_head_keeps_its_head_unless_num_classes_is_given(tmp
     assert net.fc.out_features == 10 and torch.equal(net.fc.weight, ten.fc.weight)
     assert torch.hub.load(str(REPO), "cifar_resnet20", source="local", weights=str(path), num_classes=3
                           ).fc.out_features == 3
+
+
+def test_an_msra_file_gives_a_net_for_rgb_unit_input_and_says_its_normalisation(tmp_path):
+    """torch.hub users feed RGB in [0, 1]: a BGR 0-255 file is converted at load, its statistics recorded."""
+    ref = with_random_bn_statistics(backbones.create_model("resnet50")).eval()
+    net = torch.hub.load(str(REPO), "resnet50", source="local", weights=str(write_msra_pkl(ref, tmp_path / "R-50.pkl")))
+    norm = net.input_normalization
+    assert norm.std == pytest.approx((1 / 255,) * 3) and norm.mean == pytest.approx(
+        tuple(m / 255 for m in DETECTRON2_BGR_MEAN[::-1]))
+    rgb01 = torch.rand(1, 3, 64, 64)
+    fed = (rgb01 - torch.tensor(norm.mean)[:, None, None]) / torch.tensor(norm.std)[:, None, None]
+    bgr255 = rgb01.flip(1) * 255 - torch.tensor(DETECTRON2_BGR_MEAN)[:, None, None]
+    with torch.no_grad():
+        want = ref(bgr255)
+        torch.testing.assert_close(net.eval()(fed), want, rtol=1e-4, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.bad_input
+def test_torchvisions_pretrained_and_enum_names_say_which_file_to_pass():
+    with pytest.raises(ValueError, match=r"resnet50: pretrained=True -- nothing is downloaded here; pass weights=FILE"):
+        torch.hub.load(str(REPO), "resnet50", source="local", pretrained=True)
+    with pytest.raises(ValueError, match=r"weights='IMAGENET1K_V1' names torchvision weights.*resnet50-0676ba61"):
+        torch.hub.load(str(REPO), "resnet50", source="local", weights="IMAGENET1K_V1")

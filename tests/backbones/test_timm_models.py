@@ -109,19 +109,28 @@ def test_a_file_of_another_architecture_fails_naming_the_keys(tv_resnet18):
         timm.create_model("rdb_resnet34", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
 
 
-@pytest.mark.bad_input
-def test_bgr_weights_are_refused_for_timms_rgb_pipeline(tmp_path):
-    path = backbones.save_pretrained(backbones.create_model("resnet18"), tmp_path / "bgr.pth", input_format="BGR")
-    with pytest.raises(ValueError, match="expect BGR input"):
-        timm.create_model("rdb_resnet18", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
+def test_bgr_weights_are_converted_to_timms_rgb_unit_input(tmp_path):
+    """A BGR 0-255 file (MSRA's, Detectron2's zoo) gives a net that computes on timm's RGB [0, 1] input, normalised
+    by its pretrained_cfg, what the file's net computed on BGR pixels minus their mean."""
+    bgr = with_random_bn_statistics(backbones.create_model("resnet18")).eval()
+    mean, std = (103.53, 116.28, 123.675), (1.0, 1.0, 1.0)
+    path = backbones.save_pretrained(bgr, tmp_path / "bgr.pth", input_format="BGR", pixel_mean=mean, pixel_std=std)
+    net = timm.create_model("rdb_resnet18", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
+    data = timm.data.resolve_data_config(model=net)
+    rgb01 = torch.rand(2, 3, 64, 64)
+    timm_input = (rgb01 - torch.tensor(data["mean"])[:, None, None]) / torch.tensor(data["std"])[:, None, None]
+    bgr255 = rgb01.flip(1) * 255 - torch.tensor(mean)[:, None, None]
+    with torch.no_grad():
+        torch.testing.assert_close(net(timm_input), bgr(bgr255), rtol=1e-4, atol=1e-4)
+    assert net.input_normalization.mean == pytest.approx(tuple(m / 255 for m in mean[::-1]))
 
 
 @pytest.mark.bad_input
 def test_unknown_names_and_options_get_timms_and_our_errors():
     with pytest.raises(RuntimeError, match=r"Unknown model \(rdb_resnet19\)"):
         timm.create_model("rdb_resnet19")
-    with pytest.raises(TypeError, match="vgg16 has no option 'drop_path_rate'"):
-        timm.create_model("rdb_vgg16", drop_path_rate=0.1)
+    with pytest.raises(TypeError, match="vgg16 has no option 'stride_in_1x1'"):
+        timm.create_model("rdb_vgg16", stride_in_1x1=True)
 
 
 def test_timm_features_equal_our_feature_api(tv_resnet18):

@@ -8,50 +8,17 @@ import pytest
 
 from conftest import run_tool
 from detection.main_job.compare import compare_jobs, comparison_lines
-
-
-def _stage(job, name, argv, threads, metrics, summary="metrics.json"):
-    """A stage directory; a detection leg's summary in evaluation.json (Detectron2's layout, metrics.json its log)
-    or, as runs written before 2026-12-06, in metrics.json."""
-    d = job / name
-    d.mkdir(parents=True)
-    (d / "main_job_stage.json").write_text(json.dumps({"argv": argv, "threads": threads}))
-    (d / summary).write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
-
-
-def _job(root, repo, threads, *, r101_iters="3200", r101_ap50=90.0, vgg_ap50=95.0, pre_top1=80.0, groups,
-         pre_options=("--iterations", "3750"), summary="metrics.json"):
-    job = root / "job"
-    _stage(job, "pretrain/resnet101_p0", [f"{repo}/tools/train_cls.py", *pre_options, "--output-dir",
-                                          f"{job}/pretrain/resnet101_p0"], threads, {"final": {"top1": pre_top1}})
-    for leg, ap50, iters in (("resnet101_p0_d0", r101_ap50, r101_iters), ("vgg16_bn_p0_d0", vgg_ap50, "3200")):
-        _stage(job, f"detect/{leg}", [f"{repo}/tools/train_det.py", "--config-file",
-                                      f"{repo}/configs/COCO-Detection/faster_rcnn_R_101_C4.yaml", "MODEL.WEIGHTS",
-                                      f"{job}/pretrain/resnet101_p0/model_final.pth", "SOLVER.MAX_ITER", iters],
-               threads, {"evaluation": {"embedded_val": {"bbox": {"AP50": ap50, "AP": ap50 / 2, "APl": float("nan")}}}},
-               summary)
-    deltas = [{"a": "resnet101_pretrained", "b": "vgg16_bn_pretrained", "metric": "AP50", "delta": 0.0}]
-    (job / "results.json").write_text(json.dumps({"groups": groups, "deltas": deltas, "pretraining": {}}))
-    return job
-
-
-def _groups(r101, vgg, sd):
-    """results.json's groups: each group's AP50 per pretraining run (two runs of mean m, sd `sd` between them)."""
-    def values(m):
-        return {"p0": [m + sd / 2 ** 0.5], "p1": [m - sd / 2 ** 0.5]}
-
-    return [{"name": name, "unit": "pretraining run", "values": {"AP50": values(m)}}
-            for name, m in (("resnet101_pretrained", r101), ("vgg16_bn_pretrained", vgg))]
+from fabricated_runs import job_groups, job_stage, main_job_dir
 
 
 def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_path):
     """Job A's legs are in the run layout before 2026-12-06 (summary in metrics.json), B's in Detectron2's."""
-    a = _job(tmp_path / "a", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 0.2))
-    b = _job(tmp_path / "b", "/scratch/y/clone", 2, r101_iters="6400", r101_ap50=93.0, vgg_ap50=94.0,
-             pre_top1=79.5, groups=_groups(93.5, 94.0, 1.0), summary="evaluation.json")
-    _stage(b, "detect/resnet101_scratch_d0", ["tools/train_det.py"], 2, "{not json")  # only in B
-    _stage(b, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 2, "{")
-    _stage(a, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 1, "{")  # in both, unusable in both
+    a = main_job_dir(tmp_path / "a", "/home/x/repo", 1, groups=job_groups(90.0, 95.0, 0.2))
+    b = main_job_dir(tmp_path / "b", "/scratch/y/clone", 2, r101_iters="6400", r101_ap50=93.0, vgg_ap50=94.0,
+             pre_top1=79.5, groups=job_groups(93.5, 94.0, 1.0), summary="evaluation.json")
+    job_stage(b, "detect/resnet101_scratch_d0", ["tools/train_det.py"], 2, "{not json")  # only in B
+    job_stage(b, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 2, "{")
+    job_stage(a, "detect/vgg16_bn_scratch_d0", ["tools/train_det.py"], 1, "{")  # in both, unusable in both
     cmp = compare_jobs(a, b)
     assert cmp["threads"] == {"A": [1], "B": [2]}
     # the repository and output paths differ between the machines; only MAX_ITER is a difference in settings
@@ -74,7 +41,7 @@ def test_two_jobs_are_compared_stage_by_stage_and_their_verdicts_recomputed(tmp_
     assert "no call: the family-adjusted interval includes 0" in v["B"]["text"]
     text = "\n".join(comparison_lines(cmp))
     assert "NOT the same call" in text and "(other settings)" in text and "only in B (not compared)" in text
-    same = compare_jobs(a, _job(tmp_path / "a2", "/home/x/repo", 1, groups=_groups(90.0, 95.0, 0.2)))
+    same = compare_jobs(a, main_job_dir(tmp_path / "a2", "/home/x/repo", 1, groups=job_groups(90.0, 95.0, 0.2)))
     assert all(r["diff"] == 0 for r in same["rows"]) and same["verdicts"][0]["same_call"]
     assert "every matched stage ran the same command" in "\n".join(comparison_lines(same))
 
@@ -83,9 +50,9 @@ def test_an_added_option_is_named_and_the_stages_built_on_other_settings_are_not
     """B pretrained longer with one more option: the difference is aligned by option (not shifted item by item),
     and both detection legs, whose commands are identical, start from that pretraining -- other inputs, so they
     are named and kept out of the movement statistics."""
-    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0),
+    a = main_job_dir(tmp_path / "a", "/r", 1, groups=job_groups(90.0, 95.0, 1.0),
              pre_options=("--iterations", "3750", "--checkpoint-period", "1875", "--val-samples", "2000"))
-    b = _job(tmp_path / "b", "/r", 1, r101_ap50=93.0, groups=_groups(93.0, 95.0, 1.0),
+    b = main_job_dir(tmp_path / "b", "/r", 1, r101_ap50=93.0, groups=job_groups(93.0, 95.0, 1.0),
              pre_options=("--iterations", "15000", "--checkpoint-period", "1875", "--keep-checkpoints", "1",
                           "--val-samples", "2000"))
     cmp = compare_jobs(a, b)
@@ -107,8 +74,8 @@ def _set_code(job, *versions):
 def test_the_code_versions_that_ran_the_stages_are_named(tmp_path):
     """Two runs at other commits (or a resume at another commit, or uncommitted changes) are not presented as
     reruns of the same code; records from before the job kept code versions say so."""
-    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
-    b = _job(tmp_path / "b", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+    a = main_job_dir(tmp_path / "a", "/r", 1, groups=job_groups(90.0, 95.0, 1.0))
+    b = main_job_dir(tmp_path / "b", "/r", 1, groups=job_groups(90.0, 95.0, 1.0))
     text = "\n".join(comparison_lines(compare_jobs(a, b)))
     assert "code: A ran at not recorded, B at not recorded" in text
     sha_a, sha_b = "a" * 40, "b" * 40
@@ -125,13 +92,13 @@ def test_the_code_versions_that_ran_the_stages_are_named(tmp_path):
     assert "every matched stage ran at" not in "\n".join(comparison_lines(compare_jobs(a, b)))
 
 
-def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_a_job(tmp_path):
-    a = _job(tmp_path / "a", "/r", 1, groups=_groups(90.0, 95.0, 1.0))
+def test_compare_jobs_cli_writes_json_and_refuses_what_is_not_amain_job_dir(tmp_path):
+    a = main_job_dir(tmp_path / "a", "/r", 1, groups=job_groups(90.0, 95.0, 1.0))
     same = tmp_path / "same"
     same.symlink_to(a)
     itself = run_tool("tools/compare_jobs.py", a, same, timeout=120)  # it reported perfect reproducibility
     assert itself.returncode == 2 and f"are the same job directory ({a.resolve()})" in itself.stderr
-    copy = _job(tmp_path / "b", "/r", 1, groups=_groups(90.0, 95.0, 1.0))  # another run, the same numbers
+    copy = main_job_dir(tmp_path / "b", "/r", 1, groups=job_groups(90.0, 95.0, 1.0))  # another run, the same numbers
     out = tmp_path / "cmp.json"
     proc = run_tool("tools/compare_jobs.py", a, copy, "--json", out, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -148,10 +115,10 @@ def test_the_degradation_stages_and_comparisons_are_matched_and_recomputed(tmp_p
     deeper-vs-shallower comparison (lower error ahead) is recomputed in each job from results.json's values."""
     jobs = []
     for side, deep in (("a", [80.0, 82.0]), ("b", [30.0, 31.0])):
-        job = _job(tmp_path / side, "/r", 1, groups=_groups(90.0, 95.0, 0.2))
+        job = main_job_dir(tmp_path / side, "/r", 1, groups=job_groups(90.0, 95.0, 0.2))
         for seed, err in enumerate(deep):
             d = job / "degradation" / f"cifar_plain56_s{seed}"
-            _stage(job, f"degradation/cifar_plain56_s{seed}", ["tools/train_cls.py", "--seed", str(seed)], 1,
+            job_stage(job, f"degradation/cifar_plain56_s{seed}", ["tools/train_cls.py", "--seed", str(seed)], 1,
                    {"final": {"top1": 100 - err}, "history": {"train_error": [90.0, err]}})
             (d / "model_final.pth").write_bytes(b"")
         res = json.loads((job / "results.json").read_text())
@@ -172,8 +139,8 @@ def test_the_degradation_stages_and_comparisons_are_matched_and_recomputed(tmp_p
 def test_a_job_whose_control_was_not_called_keeps_its_no_calls_when_recomputed(tmp_path):
     """results.json's gate (main_job/control.py) holds in the recomputation: the same numbers, called in a job that
     passed its control, are no call in one that did not -- and the two verdicts are said to differ."""
-    a = _job(tmp_path / "a", "/r", 1, groups=_groups(80.0, 95.0, 0.2))
-    b = _job(tmp_path / "b", "/r", 1, groups=_groups(80.0, 95.0, 0.2))
+    a = main_job_dir(tmp_path / "a", "/r", 1, groups=job_groups(80.0, 95.0, 0.2))
+    b = main_job_dir(tmp_path / "b", "/r", 1, groups=job_groups(80.0, 95.0, 0.2))
     res = json.loads((b / "results.json").read_text())
     (b / "results.json").write_text(json.dumps({**res, "gate": "its positive control was not called (x)"}))
     (v,) = compare_jobs(a, b)["verdicts"]

@@ -1,0 +1,56 @@
+"""The input convention of the torch ecosystem (torchvision, timm, torch.hub): RGB images in [0, 1], normalised per
+channel as (x - mean) / std. Weights trained otherwise -- MSRA's Caffe2 release and Detectron2's model zoo take BGR
+pixels in 0-255 minus a mean -- are adapted to it when loaded, exactly and without retraining:
+
+    norm = to_rgb_unit_input("resnet101", model, report.meta)   # model: weights loaded as the file has them
+    y = model((rgb01 - mean) / std)   # with mean, std = norm.mean, norm.std: what the BGR net computed on BGR 0-255
+
+The first convolution's input channels are reversed (BGR -> RGB), and the file's 0-255 mean / std become [0, 1]
+units in RGB order ((255 x - m) / s = (x - m / 255) / (s / 255)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .registry import model_info
+from .weight_formats import TORCHVISION_MEAN, TORCHVISION_STD, WeightsMeta
+
+__all__ = ["InputNormalization", "TORCHVISION_INPUT", "to_rgb_unit_input"]
+
+
+@dataclass(frozen=True)
+class InputNormalization:
+    """What a net expects of an RGB image in [0, 1]: (x - mean) / std per channel (torchvision's transform, timm's
+    pretrained_cfg mean / std)."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+
+TORCHVISION_INPUT = InputNormalization(tuple(m / 255 for m in TORCHVISION_MEAN),
+                                       tuple(s / 255 for s in TORCHVISION_STD))
+
+
+def to_rgb_unit_input(name: str, model: nn.Module, meta: WeightsMeta) -> InputNormalization:
+    """Make `model` (the registered `name`, weights described by `meta` loaded) take RGB [0, 1] input, and return the
+    normalisation it needs; also recorded as `model.input_normalization`. RGB weights are left as they are; weights
+    that do not state their statistics get torchvision's (what every RGB ImageNet release uses)."""
+    if meta.input_format not in ("RGB", "BGR", None):
+        raise ValueError(f"weights with input_format {meta.input_format!r}: expected RGB or BGR")
+    mean = tuple(meta.pixel_mean) if meta.pixel_mean else TORCHVISION_MEAN
+    std = tuple(meta.pixel_std) if meta.pixel_std else TORCHVISION_STD
+    if meta.input_format == "BGR":
+        conv = model.get_submodule(model_info(name).first_conv)
+        if conv.weight.shape[1] != 3:
+            raise ValueError(f"{name}: BGR weights on a first conv of {conv.weight.shape[1]} input channels; "
+                             "only 3 (BGR -> RGB) can be reversed")
+        with torch.no_grad():
+            conv.weight.copy_(conv.weight.flip(1))  # input channel 0 now reads R, as channel 2 did in BGR
+        mean, std = mean[::-1], std[::-1]
+    norm = InputNormalization(tuple(m / 255 for m in mean), tuple(s / 255 for s in std))
+    model.input_normalization = norm
+    return norm
