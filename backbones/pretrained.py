@@ -12,6 +12,7 @@ raise `IncompatibleWeightsError`. Nothing is executed from the file (see checkpo
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,14 +270,21 @@ def load_state_dict_into(model: nn.Module, sd: Mapping[str, Any], fmt: str, meta
     return report
 
 
+# torchvision's weights enum names ("DEFAULT", "IMAGENET1K_V1", "IMAGENET1K_SWAG_E2E_V1", "COCO_V1") and their
+# qualified spelling ("ResNet50_Weights.IMAGENET1K_V1"), which torchvision's builders also take as strings
+_TORCHVISION_WEIGHTS_NAME = re.compile(r"(?:\w+_Weights\.)?(?:DEFAULT|[A-Z0-9_]+_V\d+)")
+
+
 def weights_file_argument(name: str, weights: Any, *, argument: str = "weights") -> str | os.PathLike:
     """`weights` as the path of a file, or one line saying why not: here weights are files (nothing is downloaded),
     so torchvision's spellings -- a weights enum (ResNet50_Weights.IMAGENET1K_V1), its name ("IMAGENET1K_V1",
     "DEFAULT") or pretrained=True -- are answered with how to pass the file they stand for."""
-    if isinstance(weights, (str, os.PathLike)) and (not isinstance(weights, str) or not weights.replace("_", "")
-                                                   .isalnum() or not weights.isupper() or Path(weights).exists()):
-        return weights
+    if isinstance(weights, os.PathLike) or (isinstance(weights, str) and (
+            Path(weights).exists() or not _TORCHVISION_WEIGHTS_NAME.fullmatch(weights))):
+        return weights  # a path: read (and refused if absent) by the loader, which names it
     enum_name = getattr(weights, "name", weights)
+    if isinstance(enum_name, str):
+        enum_name = enum_name.rsplit(".", 1)[-1]  # "ResNet50_Weights.IMAGENET1K_V1" -> IMAGENET1K_V1
     url = getattr(weights, "url", None)
     if url is None and isinstance(enum_name, str):
         try:  # torchvision's file for that name, when torchvision has weights of the same net

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from torch.nn.modules.module import _IncompatibleKeys
 
 from .features import FeatureNet
-from .pretrained import load_state_dict_into, meta_for_format
+from .pretrained import IncompatibleWeightsError, load_state_dict_into, meta_for_format
 from .resnet import ResNet, final_activation
 from .vgg import VGG
 from .weight_formats import detect_format
@@ -78,7 +78,7 @@ class _TimmContract:
                 intermediates.append(self._last_map(x) if norm and i == len(names) - 1 else x)
         if intermediates_only:
             return intermediates
-        return self._last_map(x), intermediates
+        return (self._last_map(x) if i == len(names) - 1 else x), intermediates  # stopped early: no final norm
 
     def get_classifier(self) -> nn.Module:
         return self.fc if self.fc is not None else nn.Identity()
@@ -88,15 +88,29 @@ class _TimmContract:
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """nn.Module's, for our own names (a checkpoint of this net, EMA copies, timm's resume); another format's
-        names (timm.create_model(..., checkpoint_path=) with a torchvision or Detectron2 file) are converted by
-        backbones' loader, strictly unless strict=False. Conventions the tensors cannot tell (stride placement,
-        channel order) are checked only from a file: `pretrained_cfg_overlay=dict(file=PATH)` reads them."""
+        names (timm.create_model(..., checkpoint_path=) with a torchvision file) are converted by backbones' loader.
+        Tensors alone cannot say what a file's metadata would (timm's loader drops it): a format whose channel order
+        is BGR or unknown (MSRA, Detectron2) is refused here -- `pretrained_cfg_overlay=dict(file=PATH)` reads the
+        file and converts it for RGB input. A file in our own names cannot be told apart: one converted from BGR
+        weights (tools/convert_weights.py of an MSRA .pkl) says so only in the metadata timm's loader drops, so
+        pass such files by pretrained_cfg_overlay too (timm_models' docstring says so).
+        strict=False forgives missing and unexpected keys, never a convention, shape or value that does not fit."""
         own = set(super().state_dict())
         if assign or set(state_dict) <= own:
             return super().load_state_dict(state_dict, strict=strict, assign=assign)
         fmt = detect_format(state_dict, {})
-        report = load_state_dict_into(self, state_dict, fmt, meta_for_format(fmt, {}), source="state_dict",
-                                      strict=strict)
+        meta = meta_for_format(fmt, {})
+        if meta.input_format != "RGB":
+            raise ValueError(f"a {fmt} state dict ({'BGR' if meta.input_format else 'channel order unknown'}): "
+                             "load the file with pretrained=True, pretrained_cfg_overlay=dict(file=PATH), which reads "
+                             "its metadata and converts it for timm's RGB input")
+        try:
+            report = load_state_dict_into(self, state_dict, fmt, meta, source="state_dict", strict=True)
+        except IncompatibleWeightsError as err:
+            r = err.report
+            if strict or r.option_mismatches or r.shape_mismatch or r.bad_values:
+                raise
+            report = load_state_dict_into(self, state_dict, fmt, meta, source="state_dict", strict=False)
         return _IncompatibleKeys(report.missing, report.unexpected)
 
 
@@ -113,12 +127,11 @@ class TimmResNet(_TimmContract, ResNet):
         return x if pre_logits or self.fc is None else self.fc(x)
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
-        if global_pool is not None:
-            self.global_pool = _pool(global_pool)
-        if not self.global_pool.pool_type and num_classes > 0:
+        pool = self.global_pool if global_pool is None else _pool(global_pool)
+        if not pool.pool_type and num_classes > 0:  # checked before anything changes
             raise ValueError("global_pool='' leaves the maps unpooled: a classifier needs num_classes=0")
-        self.num_classes = num_classes
-        self.fc = self.new_classifier(self.num_features * self.global_pool.feat_mult(), num_classes)
+        self.global_pool, self.num_classes = pool, num_classes
+        self.fc = self.new_classifier(self.num_features * pool.feat_mult(), num_classes)
 
     def group_matcher(self, coarse: bool = False) -> dict:
         return dict(stem=r"^stem", blocks=r"^res(\d+)" if coarse else r"^res(\d+)\.(\d+)")
@@ -169,24 +182,35 @@ def _take_indices(n: int, indices: int | list[int] | None) -> list[int]:
 _TIMM_CLASS = {ResNet: TimmResNet, VGG: TimmVGG}
 
 
-def as_timm_model(model: FeatureNet, *, global_pool: str | None = None, drop_rate: float | None = None) -> nn.Module:
+def as_timm_model(model: FeatureNet, *, global_pool: str | None = None, drop_rate: float | None = None,
+                  classifier_from_file: bool = False) -> nn.Module:
     """`model` (built by backbones.create_model, weights loaded or not) under timm's contract, in place.
 
     global_pool: timm's pooling before the classifier ('avg' default; 'max', 'avgmax', 'catavgmax', '' with
-    num_classes 0) -- ResNets only. drop_rate: dropout before the classifier (ResNets; VGG's dropout after fc6 / fc7
-    is the builder's `dropout` option, which the caller maps it to)."""
+    num_classes 0) -- ResNets only. drop_rate: dropout before the classifier -- ResNets only (VGG's dropout after
+    fc6 / fc7 is its builder's `dropout` option). classifier_from_file: the classifier holds a file's weights, so a
+    pooling that changes its input is refused rather than replacing it with a fresh one."""
     cls = _TIMM_CLASS.get(type(model))
     if cls is None:
         raise TypeError(f"{type(model).__name__} has no timm contract here (known: "
                         f"{sorted(c.__name__ for c in _TIMM_CLASS)})")
+    if cls is TimmVGG:
+        _vgg_pool(global_pool)
+        if drop_rate is not None:
+            raise ValueError(f"drop_rate={drop_rate!r}: VGG's dropout (after fc6 and fc7) is its builder's "
+                             "`dropout` option; build with dropout=")
+    pool = _pool("avg" if global_pool is None else global_pool)
+    changes_fc = cls is TimmResNet and (pool.feat_mult() != 1 or not pool.pool_type)
+    if changes_fc and classifier_from_file and model.fc is not None:
+        raise ValueError(f"global_pool={global_pool!r} changes the input of the file's classifier: pass "
+                         "num_classes=N for a fresh one, or 0 for none")
     model.__class__ = cls
     model.num_classes = model.fc.out_features if model.fc is not None else 0
     if cls is TimmVGG:
-        _vgg_pool(global_pool)
         return model
     model.drop_rate = 0.0 if drop_rate is None else float(drop_rate)
-    model.global_pool = _pool("avg" if global_pool is None else global_pool)
-    if model.global_pool.feat_mult() != 1 or not model.global_pool.pool_type:
+    model.global_pool = pool
+    if changes_fc:
         model.reset_classifier(model.num_classes)  # catavgmax doubles the classifier's input: a fresh one (as timm)
     return model
 

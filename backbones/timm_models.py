@@ -15,8 +15,11 @@ Detectron2's zoo) is converted to timm's RGB [0, 1] input (backbones.input_conve
 to download: `pretrained=True` needs a file (any format backbones.load_pretrained reads safely), and loading is
 strict. The model is one of ours under timm's model contract (backbones.timm_interface: forward_head, reset_classifier,
 forward_intermediates, group_matcher, ...); timm options the paper's nets lack (drop_path_rate, a dilated
-output_stride) are refused by name. `features_only=True` returns `TimmFeatures`, our own stage loop under timm's features_only contract (a list of maps
-and a timm FeatureInfo that describes them), not a generic FX or hook wrapper.
+output_stride) are refused by name. `features_only=True` returns `TimmFeatures`, our own stage loop under timm's
+features_only contract (a list of maps and a timm FeatureInfo that describes them), not a generic FX or hook wrapper.
+`checkpoint_path=` goes through timm's loader, which keeps the tensors only: files whose channel order is BGR or
+unknown are refused there and load through `pretrained_cfg_overlay=dict(file=PATH)` (TimmResNet.load_state_dict);
+so should a file in our format converted from BGR weights, whose channel order only its metadata says.
 
 Needs timm (the `timm` extra); importing this module registers the names (registering twice is harmless).
 """
@@ -116,6 +119,9 @@ def _timm_options(name: str, options: dict) -> tuple[str | None, float | None]:
             raise ValueError(f"{timm_name(name)}: {key}={value!r}: {why}; leave it unset")
     global_pool, drop_rate = options.pop("global_pool", None), options.pop("drop_rate", None)
     if drop_rate is not None and model_info(name).family == "vgg":
+        if "dropout" in options:
+            raise ValueError(f"{timm_name(name)}: drop_rate and dropout name the same dropout (after fc6 / fc7); "
+                             "pass one")
         options["dropout"] = drop_rate  # VGG's dropout after fc6 / fc7 (timm's VGG: drop_rate there too)
         drop_rate = None
     return global_pool, drop_rate
@@ -136,7 +142,8 @@ def _entrypoint(name: str):
             model = TimmFeatures(model, out_indices)
             cfg = {k: v for k, v in cfg.items() if k not in ("num_classes", "classifier")}
         else:
-            model = as_timm_model(model, global_pool=global_pool, drop_rate=drop_rate)
+            model = as_timm_model(model, global_pool=global_pool, drop_rate=drop_rate,
+                                  classifier_from_file=pretrained and num_classes is None)
             cfg["num_classes"] = model.num_classes
         model.pretrained_cfg = model.default_cfg = cfg
         return model

@@ -180,6 +180,9 @@ def test_the_readme_shell_commands_run_or_pass_their_tools_checks(user_dir, monk
             run_command(words, how, user_dir)
         elif how.mode == CHECK:
             check_before_launch(words, user_dir)
+        else:  # MAKE: the target exists and its recipe expands (make -n runs nothing)
+            proc = subprocess.run(["make", "-n", *words[1:]], cwd=REPO, capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0 and proc.stdout.strip(), f"{' '.join(words)}: {proc.stderr}"
     assert (user_dir / "r101.pth").is_file()
 
 

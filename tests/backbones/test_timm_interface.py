@@ -150,3 +150,59 @@ def test_checkpoint_path_of_another_net_is_refused_naming_keys(tmp_path):
     torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "r18.pth")
     with pytest.raises(backbones.IncompatibleWeightsError, match=r"missing in checkpoint.*\n\s+res2\.2\."):
         timm.create_model("rdb_resnet34", checkpoint_path=str(tmp_path / "r18.pth"))
+
+
+def test_intermediates_of_a_pre_activation_net_take_the_final_norm_only_at_the_last_stage():
+    net = timm.create_model("rdb_resnet18", preact=True).eval()
+    x = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        stopped, maps = net.forward_intermediates(x, indices=[1], stop_early=True)
+        torch.testing.assert_close(stopped, maps[0], rtol=0, atol=0)  # res2's map: no final BN-ReLU on it
+        final, _ = net.forward_intermediates(x)
+        torch.testing.assert_close(final, net.forward_features(x), rtol=0, atol=0)
+
+
+def test_grad_checkpointing_checkpoints_every_block(monkeypatch):
+    import backbones.timm_interface as interface
+
+    calls = []
+    real = interface.checkpoint_seq
+    monkeypatch.setattr(interface, "checkpoint_seq", lambda stage, x: calls.append(stage) or real(stage, x))
+    net = timm.create_model("rdb_resnet18", num_classes=3).train()
+    net(torch.rand(1, 3, 64, 64))
+    assert calls == []
+    net.set_grad_checkpointing()
+    net(torch.rand(1, 3, 64, 64))
+    assert calls == [net.res2, net.res3, net.res4, net.res5]  # block by block, as timm's ResNet (the stem whole)
+
+
+@pytest.mark.bad_input
+def test_a_failed_reset_classifier_changes_nothing():
+    net = timm.create_model("rdb_resnet18", num_classes=3)
+    pool, fc = net.global_pool, net.fc
+    with pytest.raises(ValueError, match="global_pool='' leaves the maps unpooled"):
+        net.reset_classifier(5, global_pool="")
+    assert net.global_pool is pool and net.fc is fc and net.num_classes == 3
+
+
+@pytest.mark.bad_input
+def test_what_would_silently_change_a_files_network_is_refused(tmp_path):
+    tv = torchvision.models.resnet18(weights=None)
+    torch.save(tv.state_dict(), tmp_path / "r18.pth")
+    net = timm.create_model("rdb_resnet18")
+    wrong_head = {**tv.state_dict(), "fc.weight": torch.zeros(10, 512), "fc.bias": torch.zeros(10)}
+    with pytest.raises(backbones.IncompatibleWeightsError, match="shape mismatch"):
+        net.load_state_dict(wrong_head, strict=False)  # strict=False forgives keys, not shapes
+    r50 = torchvision.models.resnet50(weights=None).state_dict()
+    with pytest.raises(backbones.IncompatibleWeightsError, match="stride_in_1x1"):
+        timm.create_model("rdb_resnet50").load_state_dict(r50, strict=False)
+    blobs = {"conv1_w": torch.zeros(64, 3, 7, 7)}  # MSRA's names: BGR, which tensors alone cannot convert
+    with pytest.raises(ValueError, match=r"a caffe2 state dict \(BGR\).*pretrained_cfg_overlay"):
+        net.load_state_dict(blobs)
+    with pytest.raises(ValueError, match="changes the input of the file's classifier"):
+        timm.create_model("rdb_resnet18", pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / "r18.pth")),
+                          global_pool="catavgmax")
+    with pytest.raises(ValueError, match="drop_rate and dropout name the same dropout"):
+        timm.create_model("rdb_vgg11", drop_rate=0.1, dropout=0.2)
+    with pytest.raises(ValueError, match="VGG's dropout .* is its builder's `dropout` option"):
+        backbones.timm_interface.as_timm_model(backbones.create_model("vgg11"), drop_rate=0.3)

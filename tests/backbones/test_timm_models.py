@@ -113,16 +113,17 @@ def test_bgr_weights_are_converted_to_timms_rgb_unit_input(tmp_path):
     """A BGR 0-255 file (MSRA's, Detectron2's zoo) gives a net that computes on timm's RGB [0, 1] input, normalised
     by its pretrained_cfg, what the file's net computed on BGR pixels minus their mean."""
     bgr = with_random_bn_statistics(backbones.create_model("resnet18")).eval()
-    mean, std = (103.53, 116.28, 123.675), (1.0, 1.0, 1.0)
+    mean, std = (103.53, 116.28, 123.675), (1.0, 2.0, 4.0)  # per-channel std: its reversal is checked
     path = backbones.save_pretrained(bgr, tmp_path / "bgr.pth", input_format="BGR", pixel_mean=mean, pixel_std=std)
     net = timm.create_model("rdb_resnet18", pretrained=True, pretrained_cfg_overlay=dict(file=str(path))).eval()
     data = timm.data.resolve_data_config(model=net)
     rgb01 = torch.rand(2, 3, 64, 64)
     timm_input = (rgb01 - torch.tensor(data["mean"])[:, None, None]) / torch.tensor(data["std"])[:, None, None]
-    bgr255 = rgb01.flip(1) * 255 - torch.tensor(mean)[:, None, None]
+    bgr255 = (rgb01.flip(1) * 255 - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
     with torch.no_grad():
         torch.testing.assert_close(net(timm_input), bgr(bgr255), rtol=1e-4, atol=1e-4)
     assert net.input_normalization.mean == pytest.approx(tuple(m / 255 for m in mean[::-1]))
+    assert net.input_normalization.std == pytest.approx((4 / 255, 2 / 255, 1 / 255))
 
 
 @pytest.mark.bad_input
