@@ -17,8 +17,7 @@ dependencies = ["torch", "numpy", "safetensors"]  # what `import backbones` need
 #   importing this file, so a missing one shows as the ImportError below)
 
 import backbones as _backbones  # noqa: E402
-from backbones.input_convention import to_rgb_unit_input as _to_rgb_unit_input  # noqa: E402
-from backbones.pretrained import weights_file_argument as _weights_file_argument  # noqa: E402
+from backbones import input_convention as _input_convention  # noqa: E402
 
 
 def _entrypoint(name: str):
@@ -28,10 +27,7 @@ def _entrypoint(name: str):
                              "timm, Detectron2 .pkl, MSRA Caffe2 or ours)")
         if weights is None:  # no file: the registry's default head (1000 classes) unless asked
             return _backbones.create_model(name, num_classes=1000 if num_classes is None else num_classes, **options)
-        path = _weights_file_argument(name, weights)
-        model, report = _backbones.create_model_with_weights(name, path, num_classes=num_classes, **options)
-        _to_rgb_unit_input(name, model, report.meta)
-        return model
+        return _input_convention.create_model_for_rgb_unit_input(name, weights, num_classes=num_classes, **options)[0]
 
     load.__name__ = load.__qualname__ = name
     load.__doc__ = (f"backbones' {name}: weights=FILE (optional; RGB [0, 1] input, model.input_normalization), "

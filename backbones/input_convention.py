@@ -17,10 +17,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .pretrained import create_model_with_weights, weights_file_argument
 from .registry import model_info
 from .weight_formats import TORCHVISION_MEAN, TORCHVISION_STD, WeightsMeta
 
-__all__ = ["InputNormalization", "TORCHVISION_INPUT", "to_rgb_unit_input"]
+__all__ = ["InputNormalization", "TORCHVISION_INPUT", "to_rgb_unit_input", "create_model_for_rgb_unit_input"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,3 +70,13 @@ def to_rgb_unit_input(name: str, model: nn.Module, meta: WeightsMeta) -> InputNo
                                   f"{' converted to RGB' if meta.input_format == 'BGR' else ''})")
     model.input_normalization = norm
     return norm
+
+
+def create_model_for_rgb_unit_input(name: str, weights, *, argument: str = "weights", num_classes: int | None = None,
+                                    **options) -> tuple[nn.Module, InputNormalization]:
+    """The registered `name` with the weights file `weights` (create_model_with_weights: strict, its stride placement,
+    its classifier unless num_classes says otherwise), made to take RGB [0, 1] input: what torch.hub, timm and
+    torchvision's detector build from a file. `argument` is the caller's name for `weights` in error messages."""
+    path = weights_file_argument(name, weights, argument=argument)
+    model, report = create_model_with_weights(name, path, num_classes=num_classes, **options)
+    return model, to_rgb_unit_input(name, model, report.meta)

@@ -33,8 +33,7 @@ import torch
 from torch import nn
 
 from .features import FeatureNet, run_stages
-from .input_convention import to_rgb_unit_input
-from .pretrained import create_model_with_weights, weights_file_argument
+from .input_convention import create_model_for_rgb_unit_input
 from .registry import create_model, list_models, model_info
 from .timm_interface import as_timm_model
 from .weight_formats import TORCHVISION_MEAN, TORCHVISION_STD
@@ -96,9 +95,8 @@ def _build(name: str, pretrained: bool, cfg: dict, num_classes: int | None, opti
         raise ValueError(f"{timm_name(name)} has no published weights to download; pass the file: "
                          f"timm.create_model({timm_name(name)!r}, pretrained=True, "
                          "pretrained_cfg_overlay=dict(file=PATH))")
-    model, report = create_model_with_weights(name, weights_file_argument(name, path, argument="file"),
-                                              num_classes=num_classes, **options)
-    norm = to_rgb_unit_input(name, model, report.meta)  # BGR 0-255 files (MSRA, Detectron2) converted exactly
+    # BGR 0-255 files (MSRA, Detectron2) converted exactly
+    model, norm = create_model_for_rgb_unit_input(name, path, argument="file", num_classes=num_classes, **options)
     cfg.update(mean=norm.mean, std=norm.std)
     return model
 

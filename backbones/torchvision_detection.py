@@ -23,8 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .features import FeatureNet
-from .input_convention import TORCHVISION_INPUT, InputNormalization, to_rgb_unit_input
-from .pretrained import create_model_with_weights, weights_file_argument
+from .input_convention import TORCHVISION_INPUT, InputNormalization, create_model_for_rgb_unit_input
 from .registry import create_model, model_info
 from .resnet import final_activation
 from .vgg import fc67
@@ -125,11 +124,9 @@ def _backbone(name: str, weights, weights_backbone, trainable_backbone_layers: i
     if path is None:
         model, norm = create_model(name, num_classes=0, **options), TORCHVISION_INPUT
     else:
-        path = weights_file_argument(name, path, argument=argument)
         if model_info(name).normalized and "norm" not in options:
             options = {**options, "norm": "FrozenBN"}  # torchvision freezes BN statistics under pretrained weights
-        model, report = create_model_with_weights(name, path, num_classes=0, **options)
-        norm = to_rgb_unit_input(name, model, report.meta)
+        model, norm = create_model_for_rgb_unit_input(name, path, argument=argument, num_classes=0, **options)
     stages = len(model.stage_names)
     if trainable_backbone_layers is None:
         trainable = 3 if path is not None else stages
