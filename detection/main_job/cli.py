@@ -20,6 +20,7 @@ from pathlib import Path
 from backbones.checkpoint_io import atomic_write_text
 from classification.analysis.degradation import RECIPE
 from classification.engine.errors import UsageError
+from classification.engine.host import machine_text
 from classification.engine.run_directory import RunDirectoryBusy, lock_run_directory
 from classification.engine.run_files import JOB_DATA, JOB_RESULTS, JOB_SUMMARY, STAGE_LOG, STAGE_RECORD
 
@@ -53,6 +54,7 @@ from .graph import (
     stage_done,
     submit_graph,
 )
+from .headline import headline_lines
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .leg_configs import paper_config
 from .options import build_parser, plan_from_args
@@ -418,10 +420,16 @@ def _test_set(plan: MainJobPlan) -> tuple[str, dict | None]:
     return plan.embedded_test_set(), ensure_embedded_dataset()
 
 
+def _control_details(results) -> list[ReportSection]:
+    """The positive control's whole comparison and its pretraining gap, after the notes (the Result says its call)."""
+    lines = control_lines(results)  # a job without one: the Result's sentence says so, nothing to detail
+    return [ReportSection("Positive control", lines=tuple(lines))] if results.control_fraction is not None else []
+
+
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     from backbones.strict_json import strict_json
-    from detection.report import ReportSection, write_report
+    from detection.report import write_report
 
     dataset, manifest = _test_set(plan)
     runs = [s for s in stages if s.kind == "detect"]
@@ -432,10 +440,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
     results.data = data_text(plan, manifest)
     results.test_set = test_set_identity(dataset) if runs else {}
     notes = [f"Override (--allow-unfair-arms): {t}." for t in check_arms(plan)] + generated_notes(results, plan)
-    control = control_lines(results)  # before any table: what the job can call at all
-    lead, family_figures = family_sections(results, out / "report", control)  # the leaderboard opens with it
-    if not lead and control:
-        lead = [ReportSection("Positive control", lines=tuple(control))]
+    leaderboard, scatter = family_sections(results, out / "report")  # details; a figure
     where = ("the embedded default" + (" (model selection)" if plan.selection else "")
              if plan.detect_data.embedded else plan.detect_data.describe())
     paths = write_report([s.out for s in runs], out / "report", groups=[s.group for s in runs],
@@ -443,10 +448,13 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on {where}",
                          notes=notes, chance={dataset: chance} if chance else None,
-                         sections=family_figures + _degradation_section(results, plan, stages, out / "report",
-                                                                        responses),
+                         headline=headline_lines(results),  # the control first, then every call of the family
+                         figures=scatter + _degradation_section(results, plan, stages, out / "report", responses),
+                         details=leaderboard + _control_details(results),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
-                         compared_metric=COMPARED_METRICS[0], lead=lead)
+                         compared_metric=COMPARED_METRICS[0])
+    results.wall_minutes = None if args.report_only else round((time.time() - t_start) / 60.0, 1)
+    results.machine, results.date = machine_text(), time.strftime("%Y-%m-%d")
     summary = "\n".join(summary_lines(results, plan, chance, results.data))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")
     atomic_write_text(out / JOB_RESULTS, strict_json(results.to_json(), default=str))  # NaN (undefined) as null

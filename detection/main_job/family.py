@@ -416,10 +416,10 @@ def plain_vs_residual_lines(comparisons: list[Comparison]) -> list[str]:
     return [f"Residual vs plain, {c.metric}: {c.a} vs {c.b}, {c.describe()}." for c in comparisons]
 
 
-def family_sections(results, report: Path, control: list[str] = ()) -> tuple[list, list]:
-    """(lead, later) report sections (results: a JobResults; control: its control_lines, said first): the
-    leaderboard with the correlation and residual vs plain, placed first; the scatter of top-1 error against AP,
-    placed with the figures."""
+def family_sections(results, report: Path) -> tuple[list, list]:
+    """(details, figures) report sections of a family job (results: a JobResults): the leaderboard with how it is
+    ordered and residual vs plain, for the details after the notes (the Result says the correlation); the scatter
+    of top-1 error against AP, with the figures -- only where the correlation was computed."""
     from ..report import ReportSection
     from ..report.plots import ScatterPoint, scatter_plot
 
@@ -432,20 +432,21 @@ def family_sections(results, report: Path, control: list[str] = ()) -> tuple[lis
                            r.metrics[CORRELATED_METRIC].interval)
               for r in rows if r.top1_error is not None and CORRELATED_METRIC in r.metrics
               and not r.not_ranked.startswith(NEVER_TRAINED)]  # as the correlation: a net that never trained is out
+    computed = results.correlation is not None and results.correlation.spearman is not None
     figures = scatter_plot(points, report, "transfer_scatter.png", xlabel="pretraining top-1 error (%)",
                            ylabel=f"detection {CORRELATED_METRIC}",
                            title=f"Does pretraining accuracy predict transfer? ({rows[0].arm})",
                            caption=f"pretraining top-1 error against detection {CORRELATED_METRIC}, one point per "
                                    "backbone, 95% intervals over its units as error bars, families by marker (the "
-                                   "correlation is on accuracy = 100 - error: a positive one falls to the right)")
+                                   "correlation is on accuracy = 100 - error: a positive one falls to the right)"
+                           ) if computed else []  # no figure for a statistic the text says was not computed
     gated = bool(results.gate)
     order = ("in the plan's order, not ranked (the job makes no calls: see the control above)" if gated else
              f"sorted by {CORRELATED_METRIC}, any net that never trained last")
-    lines = (*control,
-             f"One row per backbone in the arm {rows[0].arm}, {order}: mean [95% interval "
+    lines = (f"One row per backbone in the arm {rows[0].arm}, {order}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",
              *(f"{r.backbone} not ranked: {r.not_ranked}." for r in rows if r.not_ranked.startswith(NEVER_TRAINED)),
              correlation_text(results.correlation), *plain_vs_residual_lines(results.plain_vs_residual))
-    lead = [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows))]
-    return lead, ([ReportSection("Accuracy vs transfer", figures=tuple(figures))] if figures else [])
+    details = [ReportSection("Leaderboard", lines=lines, table=leaderboard_table(rows))]
+    return details, ([ReportSection("Accuracy vs transfer", figures=tuple(figures))] if figures else [])

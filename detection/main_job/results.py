@@ -110,6 +110,10 @@ class JobResults:
     correlation: Correlation | None = None
     data: str = ""  # what the job ran on (data_text: the embedded set, or the files given, and the scale)
     test_set: dict = field(default_factory=dict)  # data.test_set_identity: what its legs were scored on, by content
+    wall_minutes: float | None = None  # the job from its start to its report, here (None: --report-only, whose own
+    #                                    minutes are not the job's)
+    machine: str = ""  # where it ran (classification.engine.host.machine_text), beside wall_minutes
+    date: str = ""  # the day the report was written (YYYY-MM-DD)
     pretrain_image_size: int | None = None  # px the job's backbones pretrained at (None: it pretrained none, or the
     #                                          paper scale's ImageNet crops); absent from files before it: 32
     # The positive control (plan.control): the backbone's full-budget group vs its control group on the compared

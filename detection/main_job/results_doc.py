@@ -29,10 +29,10 @@ from ..report.comparison import Adjustment, Comparison
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
 from .pool import PoolError, pool_results
 
-__all__ = ["render", "render_headline", "render_groups", "regenerate", "stale_blocks", "comparison_from_json",
-           "ResultsDocError"]
+__all__ = ["render", "render_headline", "render_groups", "render_demo", "demo_panel", "regenerate", "stale_blocks",
+           "comparison_from_json", "ResultsDocError"]
 
-BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
+BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
                    r"(?P<close><!-- end (?P=kind) -->)", re.S)
 KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
          ("degradation_comparisons", "degradation: depth"),
@@ -87,7 +87,7 @@ def _number(v, where: str, bounds: tuple[float, float] | None = None) -> float |
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ResultsDocError(f"{where}: expected a finite number, got {v!r:.60}")
     if bounds and not bounds[0] <= v <= bounds[1]:
-        raise ResultsDocError(f"{where}: {v:g} is outside [{bounds[0]:g}, {bounds[1]:g}] (a percentage)")
+        raise ResultsDocError(f"{where}: {v:g} is outside [{bounds[0]:g}, {bounds[1]:g}]")
     return float(v)
 
 
@@ -140,7 +140,7 @@ def render_headline(results: dict, where: str = "results") -> str:
     lines = [f"**{_headline_text(deltas[0], f'{where}.deltas[0]')}**"]
     controls = _controls(results, where)
     for at, c in controls:  # one paragraph, then the table; a pooled part named where there are several
-        lines.append(f"Its positive control{_part(c) if len(controls) > 1 else ''}, {_headline_text(c, at)}.")
+        lines.append(f"Positive control{_part(c) if len(controls) > 1 else ''}: {_headline_text(c, at)}.")
         lines += _chance_caveat(c, at)
     return "\n".join(lines + [""] + _group_lines(results, where)).strip() + "\n"
 
@@ -153,8 +153,29 @@ def render_groups(results: dict, where: str = "results") -> str:
     return "\n".join(_group_lines(results, where)).strip() + "\n"
 
 
+def demo_panel(cited: str) -> str:
+    """The panel a demo block shows: the job's report/qualitative.png, committed beside its results file."""
+    return re.sub(r"\.json$", "", cited) + "_panel.png"
+
+
+def render_demo(results: dict, where: str = "results", panel: str = "") -> str:
+    """A demo block (the README's `make demo`): its panel, the job's measured time with the machine and day, and
+    its groups' table -- every figure of it from the job's own files, so none goes stale alone."""
+    if not isinstance(results, dict):
+        raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
+    minutes = _number(_get(results, "wall_minutes", (int, float), where), f"{where}.wall_minutes", (0.0, 10000.0))
+    machine, date = _get(results, "machine", str, where), _get(results, "date", str, where)
+    if minutes is None or not machine or not date:
+        raise ResultsDocError(f"{where}: a demo block states the job's time: the file has no wall_minutes, machine "
+                              "and date (a job written before 2026-12-07, or by --report-only)")
+    lines = [f"![make demo: val detections of each detector]({panel})", "",
+             f"`make demo` took {minutes:.1f} min (stages, chance level and report; set-up aside) on {_md(machine)}, "
+             f"{_md(date)}.", ""]
+    return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
+
+
 def _headline_text(d, where: str) -> str:
-    """"A vs B: <headline()>" of a results.json comparison, escaped as _comparison_text escapes."""
+    """The headline() sentence of a results.json comparison, escaped as _comparison_text escapes."""
     return _comparison_text(d, where, headline=True)
 
 
@@ -252,9 +273,9 @@ def _degradation_and_comparison_lines(results: dict, where: str) -> list[str]:
 
 
 def _comparison_text(d, where: str, *, headline: bool = False) -> str:
-    """"A vs B: <describe()>" of a results.json comparison, every text the file gives escaped (names, metric,
-    units, the reasons and the adjustment's words; the statistic's own wording, "P(A > B)", is ours), or one line
-    naming it."""
+    """"A vs B: <describe()>" (or the headline() sentence) of a results.json comparison, every text the file gives
+    escaped (names, metric, units, the reasons and the adjustment's words; the statistic's own wording, "P(A > B)",
+    is ours), or one line naming it."""
     try:
         c = comparison_from_json(d)
         adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
@@ -262,7 +283,7 @@ def _comparison_text(d, where: str, *, headline: bool = False) -> str:
                                        gate=c.adjustment.gate and _md(c.adjustment.gate))
         c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
                     why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
-        return f"{c.a} vs {c.b}: {c.headline() if headline else c.describe()}"
+        return c.headline() if headline else f"{c.a} vs {c.b}: {c.describe()}"
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
 
@@ -301,6 +322,12 @@ def _render(doc: Path, cited: str, kind: str = "results") -> str:
         pooled = pool_results(parts, paths)
     except (RunFileError, PoolError) as err:
         raise ResultsDocError(f"{doc}: the block citing {cited}: {err}") from None
+    if kind == "demo":  # one job, its panel beside its file
+        panel = demo_panel(cited)
+        if len(paths) != 1 or not (doc.parent / panel).is_file():
+            raise ResultsDocError(f"{doc}: a demo block cites one job and its panel {panel} beside it")
+        timing = {k: parts[0].get(k) for k in ("wall_minutes", "machine", "date")}  # pooling keeps no timing
+        return render_demo(pooled | timing, f"{doc}: {cited}", panel)
     renderer = {"results": render, "headline": render_headline, "groups": render_groups}[kind]
     return renderer(pooled, f"{doc}: {cited}")
 

@@ -217,23 +217,28 @@ class Comparison:
                 + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))
 
     def headline(self, nd: int = 1) -> str:
-        """The comparison as the first sentence a reader sees: the call, or why there is none and the smallest
-        difference it could have called, and the numbers the decision rests on (describe() has them all)."""
-        counts = (f"{self.units[0]} vs {self.units[1]} {self.unit_a}s" if self.unit_a == self.unit_b else
-                  f"{_count(self.units[0], self.unit_a)} vs {_count(self.units[1], self.unit_b)}")
-        delta = f"Δ{self.metric} {self.delta:+.{nd}f}"
+        """The comparison as the first sentence a reader sees, names included: who is ahead and by how much, or
+        that the job saw no difference and the smallest one it could have seen, then the numbers the decision rests
+        on (describe() has them all). "A is ahead of B by 4.1 AP [1.2, 7.0] (95% CI, Holm step-down over 6; 5 vs 5
+        pretraining runs)"."""
+        counts = _counts_of(self)
+        observed = f"Δ{self.metric} {self.delta:+.{nd}f}"
         if self.interval is None:
-            return f"no call ({self.why_no_interval or 'no interval'}): {delta}, {counts}"
+            return f"{self.a} vs {self.b}: {observed} ({counts}), no call: {self.why_no_interval or 'no interval'}"
         lo, hi = self.decided_by
         adj = self.adjustment
         level = f"{100 * (1 - self.alpha):.4g}% CI" + (f", {adj.method} over {adj.size}" if adj is not None else "")
-        numbers = f"{delta} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
-        mde = "" if self.mde is None else f"; the smallest difference it could call is {self.mde:.{nd}f}"
+        numbers = f"{observed} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
+        mde = "" if self.mde is None else f"; the smallest difference it could see is {self.mde:.{nd}f} {self.metric}"
         if adj is not None and adj.gate:
-            return f"no call, {self._gate_head()}: {numbers}{mde}"
-        if self.call is not None:
-            return f"{self.call} ahead: {numbers}"
-        return f"this budget cannot rank them: {numbers}{mde}"
+            return f"{self.a} vs {self.b}: no call, {self._gate_head()}: {numbers}{mde}"
+        if self.call is None:
+            return f"{self.a} vs {self.b}: no difference this job could see: {numbers}{mde}"
+        ahead = self if (self.delta > 0) == self.higher_is_better else self.reversed()  # ahead minus behind
+        lo, hi = ahead.decided_by if self.higher_is_better else (-ahead.decided_by[1], -ahead.decided_by[0])
+        lower = "" if self.higher_is_better else "lower "
+        return (f"{ahead.a} is ahead of {ahead.b} by {abs(self.delta):.{nd}f} {lower}{self.metric} "
+                f"[{lo:.{nd}f}, {hi:.{nd}f}] ({level}; {_counts_of(ahead)})")
 
     def describe(self, nd: int = 2) -> str:
         """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why
@@ -269,6 +274,11 @@ class Comparison:
             need = (f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would be needed to separate a "
                     "difference this size" if self.terms and self.delta != 0.0 else "")
         return f"{head}, {ci}, {p} ({counts}) -- no call: {which}{need}"
+
+
+def _counts_of(c: Comparison) -> str:
+    return (f"{c.units[0]} vs {c.units[1]} {c.unit_a}s" if c.unit_a == c.unit_b else
+            f"{_count(c.units[0], c.unit_a)} vs {_count(c.units[1], c.unit_b)}")
 
 
 def _count(n: int, unit: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 
 __all__ = ["Estimate", "Table", "Section", "Document", "render_markdown", "render_html", "markdown_table",
@@ -56,14 +57,16 @@ class Table:
 
 @dataclass(frozen=True)
 class Section:
-    """A titled part of the report: its tables, then its lines of text (a bulleted list when `bullets`), then its
-    figures as (PNG file in the report's directory, caption)."""
+    """A titled part of the report: its `intro` (the sentences of what was found: a list set larger, above
+    everything else), its tables, then its lines of text (a bulleted list when `bullets`), then its figures as (PNG
+    file in the report's directory, caption)."""
 
     title: str
     tables: tuple[Table, ...] = ()
     lines: tuple[str, ...] = ()
     figures: tuple[tuple[str, str], ...] = ()
     bullets: bool = False
+    intro: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,14 @@ def markdown_table(head, rows) -> str:
     return "\n".join(lines)
 
 
+def _header_html(h) -> str:
+    """A column header that may wrap only between words: after a space, and after the _ or / inside a run name
+    ("vgg16_bn_gn_scratch" breaks after "gn_", never inside "scratch")."""
+    return re.sub(r"([_/])", r"\1<wbr/>", html.escape(str(h)))
+
+
 def html_table(head, rows, *, wrap: bool = False) -> str:
-    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+    th = "".join(f"<th>{_header_html(h)}</th>" for h in head)
     trs = "".join("<tr>" + "".join(f"<td>{c.html() if isinstance(c, Estimate) else html.escape(str(c))}</td>"
                                    for c in r) + "</tr>" for r in rows)
     attrs = ' class="text"' if wrap else ""
@@ -106,10 +115,11 @@ def csv_cell(c):
 
 
 def _section_markdown(s: Section) -> str:
+    intro = "".join(f"- {_md(n)}\n" for n in s.intro) + ("\n" if s.intro else "")
     tables = "".join(f"{markdown_table(t.head, t.rows)}\n\n" for t in s.tables)
     lines = ("".join(f"- {_md(n)}\n" for n in s.lines) + "\n" if s.bullets and s.lines
              else "".join(f"{_md(n)}\n\n" for n in s.lines))
-    return (f"## {_md(s.title)}\n\n{tables}{lines}"
+    return (f"## {_md(s.title)}\n\n{intro}{tables}{lines}"
             + "".join(f"![{_md(cap)}]({f})\n\n" for f, cap in s.figures))
 
 
@@ -128,7 +138,9 @@ def _table_html(t: Table) -> str:
 def _section_html(s: Section) -> str:
     lines = ("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in s.lines) + "</ul>" if s.bullets
              else "".join(f"<p>{html.escape(n)}</p>" for n in s.lines))
-    return (f"<h2>{html.escape(s.title)}</h2>" + "".join(_table_html(t) for t in s.tables) + lines
+    intro = ('<ul class="headline">' + "".join(f"<li>{html.escape(n)}</li>" for n in s.intro) + "</ul>"
+             if s.intro else "")
+    return (f"<h2>{html.escape(s.title)}</h2>{intro}" + "".join(_table_html(t) for t in s.tables) + lines
             + "".join(f'<figure><img src="{f}" alt="{html.escape(cap)}"/><figcaption>{html.escape(cap)}'
                       "</figcaption></figure>" for f, cap in s.figures))
 
@@ -137,9 +149,13 @@ STYLE = ("body{font-family:sans-serif;margin:1em 1.5em}"
          # numbers never wrap ("18.2 ± 0.1" on one line), headers may: the main table fits a 1280-px window
          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #999;padding:2px 5px;"
          "text-align:right}td{white-space:nowrap}th{vertical-align:bottom}.spread{font-size:11px;color:#555}"
+         "td:first-child,th:first-child{text-align:left}"  # names read from the left
          # config values and paths wrap anywhere: the table of what differs fits the window too
          "table.text td{white-space:normal;overflow-wrap:anywhere;text-align:left}"
-         "table.text td:first-child{white-space:nowrap}table.text th{overflow-wrap:anywhere}"
+         "table.text td:first-child{white-space:nowrap}"
+         # the result sentences: what a reader came for, above the table
+         "ul.headline{font-size:15px;line-height:1.35;padding-left:1.2em;margin:0.4em 0 0.8em}"
+         "ul.headline li{margin-bottom:0.3em}figure{margin:0.8em 0}figcaption{font-size:13px;color:#333}"
          "img{max-width:100%}")
 
 

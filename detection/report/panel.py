@@ -17,14 +17,18 @@ from backbones.bounded_read import MiB, read_json
 from backbones.checkpoint_io import atomic_write
 from classification.data.images import ImageReadError, check_image_file
 
-__all__ = ["draw_panel", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "MAX_COLUMNS"]
+__all__ = ["draw_panel", "panel_font", "SCORE_THRESHOLD", "GT_COLOUR", "DET_COLOUR", "CELL_SIZE", "HEADER",
+           "MAX_COLUMNS"]
 
 SCORE_THRESHOLD = 0.5  # detections drawn: score >= this, and at least the top N (N = ground-truth objects)
 MAX_BOXES = 10  # at most this many per image
-GT_COLOUR = (0, 200, 0)
-DET_COLOUR = (255, 40, 40)
-_HEADER = 18
-CELL_SIZE = 256  # the longer side of every cell, in pixels: small images are enlarged, large ones shrunk
+GT_COLOUR = (0, 130, 0)  # dark enough for white label text on it
+DET_COLOUR = (200, 0, 0)
+FONT_SIZE = 12  # labels and titles at 100 %: DejaVu Sans 12 px, white on the box's colour
+LABEL_PAD = 1
+HEADER = 22  # the column titles' strip
+CELL_SIZE = 240  # the longer side of every cell, in pixels: small images are enlarged, large ones shrunk; ground
+#                 truth and four detectors (the demo) fit a 1280-px window at 100 %
 PANEL_JSON_LIMIT = 2048 * MiB  # the ground truth (COCO train2017: 448 MB) and a detector's predictions
 MAX_COLUMNS = 8  # detectors drawn beside the ground truth (the report says when it shows fewer than it has)
 
@@ -58,17 +62,51 @@ def _read_cell_image(path: Path) -> tuple[Image.Image, float]:
     return image.resize(size, Image.BILINEAR), target
 
 
+def panel_font(size: int = FONT_SIZE) -> ImageFont.FreeTypeFont:
+    """DejaVu Sans, the font matplotlib ships (so every environment that draws the plots has it): PIL's default
+    bitmap font was a few pixels high."""
+    from matplotlib import font_manager
+
+    return ImageFont.truetype(font_manager.findfont("DejaVu Sans", fallback_to_default=True), size)
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _label_box(draw: ImageDraw.ImageDraw, text: str, box, placed: list, size: tuple[int, int], font):
+    """Where a box's label goes: a filled strip just above the box (inside its top edge when the image ends
+    there), moved down one strip at a time past labels already placed, kept inside the cell."""
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    w, h = right - left + 2 * LABEL_PAD, bottom - top + 2 * LABEL_PAD
+    x = min(max(0, box[0]), max(0, size[0] - w))
+    y = box[1] - h if box[1] - h >= 0 else box[1]
+    for _ in range(len(placed) + 1):
+        rect = (x, y, x + w, y + h)
+        if not any(_overlaps(rect, other) for other in placed):
+            break
+        y = min(y + h, size[1] - h)
+    return (x, y, x + w, y + h), (x + LABEL_PAD - left, y + LABEL_PAD - top)
+
+
 def _draw_cell(image: Image.Image, scale: float, boxes: list[dict], names: dict[int, str], colour,
                font) -> Image.Image:
+    """One image's boxes and their labels (category, and the score of a detection) in white on the box's colour:
+    legible on any background, none drawn over another."""
     cell = image.copy()  # already at cell size (_read_cell_image); `scale` maps the boxes onto it
     draw = ImageDraw.Draw(cell)
-    for b in boxes:
-        x, y, w, h = (v * scale for v in b["bbox"])
-        draw.rectangle([x, y, x + w, y + h], outline=colour, width=2)
-        label = names.get(b["category_id"], str(b["category_id"]))
-        if "score" in b:
-            label += f" {b['score']:.2f}"
-        draw.text((x + 2, y + 1), label, fill=colour, font=font)
+    boxes = sorted(boxes, key=lambda b: -b.get("score", 1.0))  # the best detection's label placed first
+    corners = [tuple(v * scale for v in (b["bbox"][0], b["bbox"][1], b["bbox"][0] + b["bbox"][2],
+                                          b["bbox"][1] + b["bbox"][3])) for b in boxes]
+    for corner in corners:
+        draw.rectangle(corner, outline=colour, width=2)
+    placed: list = []
+    for b, corner in zip(boxes, corners):
+        label = names.get(b["category_id"], str(b["category_id"])) + (f" {b['score']:.2f}" if "score" in b else "")
+        rect, at = _label_box(draw, label, corner, placed, cell.size, font)
+        placed.append(rect)
+        draw.rectangle(rect, fill=colour)
+        draw.text(at, label, fill=(255, 255, 255), font=font)
     return cell
 
 
@@ -86,7 +124,7 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
     for title, path in columns:
         by_image = _boxes_by_image(read_json(path, limit=PANEL_JSON_LIMIT))
         dets.append((title, {k: _shown(v, len(gt_boxes.get(k, []))) for k, v in by_image.items()}))
-    font = ImageFont.load_default()
+    font = panel_font()
     rows, drawn, skipped = [], [], []
     for im in images:
         try:
@@ -104,13 +142,16 @@ def draw_panel(columns: list[tuple[str, Path]], gt_json: Path, image_root: Path,
     cw = max(c.width for cells in rows for c in cells)
     ch = max(c.height for cells in rows for c in cells)
     titles = ["ground truth"] + [t for t, _ in dets]
-    canvas = Image.new("RGB", (cw * len(titles), _HEADER + ch * len(rows)), "white")
+    canvas = Image.new("RGB", (cw * len(titles), HEADER + ch * len(rows)), "white")
     draw = ImageDraw.Draw(canvas)
+    title_font = panel_font(FONT_SIZE + 1)
     for j, t in enumerate(titles):
-        draw.text((j * cw + 4, 3), t, fill=(0, 0, 0), font=font)
+        while len(t) > 4 and draw.textlength(t, font=title_font) > cw - 8:  # a long run name: cut, not overdrawn
+            t = t[:-2] + "…"
+        draw.text((j * cw + 4, 3), t, fill=(0, 0, 0), font=title_font)
     for i, cells in enumerate(rows):
         for j, cell in enumerate(cells):
-            canvas.paste(cell, (j * cw, _HEADER + i * ch))  # images of other sizes: top-left aligned
+            canvas.paste(cell, (j * cw, HEADER + i * ch))  # images of other sizes: top-left aligned
     out_file = Path(out_file)
     atomic_write(out_file, lambda f: canvas.save(f, format="PNG"))  # whole or not at all; a full disk named
     return out_file, [im["id"] for im in drawn]

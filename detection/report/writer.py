@@ -1,5 +1,5 @@
-"""write_report: tables (Markdown / XHTML / JSON / CSV), generated notes on the conditions, pretraining section,
-plots and the qualitative panel."""
+"""write_report: the report as one Document (Markdown / XHTML) plus JSON and CSV -- what was found in sentences, the
+results table, the figures, then the notes, the comparisons, the conditions and a glossary."""
 
 from __future__ import annotations
 
@@ -8,53 +8,45 @@ import errno
 import io
 import json
 import os
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
-from backbones import model_info
 from backbones.checkpoint_io import atomic_write_text
 from backbones.strict_json import strict_json
 from classification.engine.errors import UsageError
 
-from .comparison import Comparison, adjust, find
 from .conditions import condition_notes
 from .conditions import differences as config_differences
-from .document import Document, Estimate, Section, Table, csv_cell, fmt, render_html, render_markdown
-from .groups import RunGroup, compare_groups, group_runs
+from .document import Document, Section, Table, csv_cell, fmt, render_html, render_markdown
+from .glossary import glossary_section
+from .groups import RunGroup, group_runs
 from .panel import MAX_COLUMNS, SCORE_THRESHOLD, draw_panel
-from .paper import PAPER_REFERENCE, paper_reference
 from .plots import detection_plots, pretraining_plot
-from .runs import COCO_COLUMNS, VOC_COLUMNS, PretrainInfo, RunResult, is_run_directory, load_run
+from .runs import PretrainInfo, RunResult, is_run_directory, load_run
+from .tables import (
+    RESULT_KINDS,
+    ComparisonSource,
+    baseline_group,
+    comparison_family,
+    comparisons_table,
+    paper_notes,
+    results_table,
+)
 
 __all__ = ["write_report", "run_gmacs", "ReportSection"]
 
 
 @dataclass(frozen=True)
 class ReportSection:
-    """A report section: its title, an optional table (head, rows of cells), lines of text, figures as (PNG file in
-    the report's directory, caption). The panel, pretraining and plots sections are these; a caller's (the main
-    job's degradation experiment) go after the main figure."""
+    """A caller's report section: its title, an optional table (head, rows of cells), lines of text, figures as
+    (PNG file in the report's directory, caption): write_report's `figures` (the main job's scatter and degradation
+    curves, placed with the figures) and `details` (its leaderboard, after the notes)."""
 
     title: str
     lines: tuple[str, ...] = ()
     table: tuple[list[str], list[list]] | None = None
     figures: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class ResultKind:
-    """How a kind of detection result (RunResult.kind) is tabled: its box AP table's title, its metric columns and
-    the metric its comparisons are on unless the caller names one."""
-
-    label: str
-    columns: tuple[str, ...]
-    compared: str
-
-
-RESULT_KINDS = {"coco": ResultKind("COCO-style box AP", COCO_COLUMNS, "AP"),
-                "voc": ResultKind("PASCAL VOC box AP", VOC_COLUMNS, "AP50")}
 
 
 def run_gmacs(config: dict) -> float | None:
@@ -81,192 +73,6 @@ def _gmacs(backbones_json: str) -> float | None:
         return complexity(create_model(spec.name, num_classes=1000, **spec.options)).gmacs
     except (ValueError, TypeError):  # not a backbones model name: no FLOPs column entry
         return None
-
-
-def _of_runs(g: RunGroup, m) -> str:
-    """The runs a cell rests on, where fewer than the row's n (a run without the metric, or with NaN): the row said
-    n 3 over a mean of 2."""
-    return f" ({m.runs} of {g.n} runs)" if m.runs < g.n else ""
-
-
-def _fmt_stat(g: RunGroup, key: str) -> str:
-    m = g.metrics.get(key)
-    if m is None:
-        return "—"
-    return (fmt(m.mean) if m.sd is None else f"{fmt(m.mean)} ± {fmt(m.sd)}") + _of_runs(g, m)
-
-
-def _scratch_control(g: RunGroup, groups: list[RunGroup]) -> RunGroup | None:
-    """The from-scratch group with the same backbone, width, data and schedule as the pretrained group `g`."""
-    if g.first.init != "pretrained":
-        return None
-    r = g.first
-    for other in groups:
-        o = other.first
-        if (other is not g and other.n and o.init == "scratch" and o.backbone == r.backbone and o.width == r.width
-                and o.dataset == r.dataset and o.train_datasets == r.train_datasets
-                and o.config.get("SOLVER") == r.config.get("SOLVER")):
-            return other
-    return None
-
-
-ComparisonSource = Callable[[str, str, str], Comparison | None]  # (group A, group B, metric) -> A vs B
-
-
-def _table_family(groups: list[RunGroup], baseline: RunGroup | None, controls: dict, main: str,
-                  source: ComparisonSource | None) -> list[Comparison]:
-    """The comparisons the table's cells print (comparison.find reads each from either side): each group against
-    the baseline and against its scratch control. With `source` (the main job: its one family of comparisons,
-    already adjusted) those are looked up there and a pair outside it is not printed; without, the table's
-    distinct pairs are one family, Holm-adjusted (comparison.adjust)."""
-    pairs = [(g, baseline) for g in groups if baseline is not None and g is not baseline and g.n]
-    pairs += [(g, controls[id(g)]) for g in groups if controls[id(g)] is not None]
-    unique: dict[frozenset, Comparison] = {}
-    for g, other in pairs:
-        key = frozenset((g.name, other.name))
-        if key not in unique:
-            c = source(g.name, other.name, main) if source is not None else compare_groups(g, other, main)
-            if c is not None:
-                unique[key] = c
-    family = list(unique.values())
-    return family if source is not None else adjust(family, f"this table's {len(family)} comparisons")
-
-
-def _table(groups: list[RunGroup], kind: str, baseline: RunGroup | None, chance: dict | None,
-           comparisons: ComparisonSource | None = None, compared_metric: str | None = None):
-    cols = RESULT_KINDS[kind].columns
-    main = compared_metric or RESULT_KINDS[kind].compared
-    papers = {id(g): paper_reference(kind, g.first) for g in groups}  # (numbers, None) or (None, why not)
-    with_paper = any(ref for ref, _ in papers.values())
-    controls = {id(g): _scratch_control(g, groups) for g in groups}
-    with_control = any(controls.values())
-    head = ["run", "backbone", "width", "init", "seeds", "dataset", "iterations", "GMACs (224²)", *cols,
-            f"Δ{main} vs {baseline.name if baseline else '—'}", "95% CI, P(A>B), call"]
-    if with_control:
-        head += [f"Δ{main} vs scratch", "AP50 / scratch AP50"]
-    if with_paper:
-        head += ["relative", "paper AP50 / AP"]
-    family = _table_family(groups, baseline, controls, main, comparisons)
-    rows = []
-    for g in groups:
-        r = g.first
-        cmp = None if baseline is None or g is baseline else find(family, g.name, baseline.name, main)
-        delta, verdict = (None, "") if cmp is None else (cmp.delta, cmp.cell())
-        row = [g.name, r.backbone, f"{r.width:g}", r.init, g.n or "—", r.dataset,
-               r.iterations if r.iterations is not None else "—", fmt(r.gmacs, 2),
-               *[_fmt_stat(g, c) for c in cols], "baseline" if g is baseline else fmt(delta, 2),
-               "" if g is baseline else verdict]
-        if with_control:
-            ctrl = controls[id(g)]
-            if ctrl is None:
-                row += ["—", "—"]
-            else:
-                c = find(family, g.name, ctrl.name, main)
-                ours, theirs = g.mean("AP50"), ctrl.mean("AP50")
-                # a pair the caller's family does not compare (arms that differ beyond one factor): no ratio either
-                ratio = f"×{ours / theirs:.1f}" if ours is not None and theirs and c is not None else "—"
-                row += ["—" if c is None else f"{fmt(c.delta, 2)} ({c.cell()})", ratio]
-        if with_paper:
-            paper = papers[id(g)][0]
-            base = baseline.mean(main) if baseline is not None and g is not baseline else None
-            rel = None if delta is None or not base else 100.0 * delta / base
-            row += ["—" if rel is None else f"{rel:+.1f}%",
-                    " / ".join(fmt(paper.get(k)) for k in ("AP50", "AP") if k in paper) if paper else "—"]
-        rows.append(row)
-    for dataset, stats in (chance or {}).items():
-        if any(g.first.dataset == dataset for g in groups):
-            row = ["chance (random boxes)", "—", "—", "—", "—", dataset, "—", "—",
-                   *[fmt(stats.get(c)) for c in cols], "—", ""]
-            row += ["—", "—"] if with_control else []
-            row += ["—", "—"] if with_paper else []
-            rows.append(row)
-    notes = []
-    design = ("the paper's own design: its backbone at full width (resnet101 as C4, vgg16 with its fc6/fc7 head), "
-              "its splits and input scale, the schedule and solver of its column, from the ImageNet model it used")
-    if with_paper:
-        notes.append(f"Paper numbers: {PAPER_REFERENCE[kind]['condition']}; shown only for runs of {design}.")
-    else:
-        notes.append(f"No paper column: no run here is of {design} ({PAPER_REFERENCE[kind]['condition']}), so "
-                     "their numbers are not comparable with Tables 7/8.")
-    notes += [f"{g.name}: no paper number ({why})." for g in groups if (why := papers[id(g)][1])]
-    return head, rows, notes, family
-
-
-def _with_interval(g: RunGroup, key: str) -> Estimate | str:
-    """A group's mean with its 95% interval over its units, or ± sd / the value alone; "—" without the metric."""
-    m = g.metrics.get(key)
-    if m is None:
-        return "—"
-    return Estimate(m.mean, None if m.interval is None else tuple(m.interval), m.sd, _of_runs(g, m))
-
-
-def _mean_of(values: list) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _measured_on(g: RunGroup) -> str:
-    """Where the group's times and memory were measured ("cpu, 1 thread"; several when its runs differ)."""
-    where = sorted({f"{m.get('device', '?')}, {m.get('threads', '?')} thread(s)"
-                    + (f" x {m['processes']} processes" if (m.get("processes") or 1) > 1 else "")
-                    for r in g.finished if (m := r.measured_on)})
-    return "; ".join(where) or "not recorded"
-
-
-def _zoo_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]]:
-    """Detectron2 MODEL_ZOO.md's columns per group: train s/iter, inference s/im, train memory, then box AP with
-    its 95% interval over the group's units; each timing with the device and threads it was measured on."""
-    cols = cols_of(kind)
-    head = ["run", "backbone", "init", "n", "train s/iter", "inference s/im", "train mem (MB)", "params (M)",
-            "GMACs (224²)", *cols, "measured on"]
-    rows = []
-    for g in groups:
-        if not g.n:
-            continue
-        f = g.finished
-        params = _mean_of([r.parameters for r in f])
-        per_unit = {}
-        for runs in g.independent:  # the runs of a repeated seed count once
-            per_unit[g.unit_of(runs[0])] = per_unit.get(g.unit_of(runs[0]), 0) + 1
-        counts = set(per_unit.values())
-        n = (str(g.n) if counts == {1} else f"{len(per_unit)} x {counts.pop()}" if len(counts) == 1
-             else f"{len(per_unit)} units, {g.n} runs")  # pretraining runs x detection runs per pretraining run
-        if len(f) > g.n:
-            n += f" (+{len(f) - g.n} repeated seed)"
-        rows.append([g.name, g.first.backbone, g.first.init, n, fmt(_mean_of([r.train_s_per_iter for r in f]), 3),
-                     fmt(_mean_of([r.inference_s_per_image for r in f]), 3),
-                     fmt(_mean_of([r.peak_memory_mb for r in f]), 0),
-                     fmt(None if params is None else params / 1e6, 1), fmt(g.first.gmacs, 2),
-                     *[_with_interval(g, c) for c in cols], _measured_on(g)])
-    return head, rows
-
-
-def cols_of(kind: str) -> tuple[str, ...]:
-    return RESULT_KINDS[kind].columns
-
-
-def _baseline(group: list[RunGroup], baseline: str | None) -> RunGroup | None:
-    if baseline:
-        found = [g for g in group if g.name == baseline or any(r.name == baseline for r in g.runs)]
-        names = sorted({g.name for g in group} | {r.name for g in group for r in g.runs})
-        if not found:
-            raise ValueError(f"--baseline {baseline!r} names no run; runs: {names}")
-        if len(found) > 1:
-            raise ValueError(f"--baseline {baseline!r} is ambiguous: {len(found)} runs of different configurations "
-                             "have that name; give them distinct --names")
-        return found[0]
-    vgg = [g for g in group if g.n and _is_vgg16(g.first.backbone)]
-    return next((g for g in vgg if g.first.init == "pretrained"), None) or next(iter(vgg), None) or \
-        next((g for g in group if g.n), None)
-
-
-def _is_vgg16(backbone: str) -> bool:
-    """VGG-16 with or without BN: the paper's baseline trunk (an unknown name, e.g. "?" of a broken run, is not)."""
-    try:
-        info = model_info(backbone)
-    except ValueError:
-        return False
-    return info.family == "vgg" and info.depth == 16
 
 
 def _panel(groups: list[RunGroup], out: Path) -> tuple[list[tuple[str, str]], list[str]]:
@@ -326,57 +132,71 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
                  names: list[str] | None = None, title: str = "Detection transfer benchmark",
                  notes: list[str] | None = None, chance: dict[str, dict] | None = None,
                  groups: list[str] | None = None, given_checkpoints: frozenset[str] = frozenset(),
-                 sections: list[ReportSection] = (), comparisons: ComparisonSource | None = None,
-                 compared_metric: str | None = None, lead: list[ReportSection] = ()) -> dict[str, Path]:
+                 headline: list[str] | None = None, figures: list[ReportSection] = (),
+                 details: list[ReportSection] = (), comparisons: ComparisonSource | None = None,
+                 compared_metric: str | None = None) -> dict[str, Path]:
     """Write the report: report.md and report.html (one `Document`, two renderers), report.json, report.csv.
 
-    Headline first: `lead` (the main job's leaderboard), the results table (Detectron2 MODEL_ZOO's columns), the box
-    AP table with its comparisons and their calls; then the notes (prose), the main figure, `sections`, what
-    differs, the conditions, pretraining, the runs and the plots. baseline: a run (or group) name for the deltas
-    (default: the pretrained VGG-16 group, else the first finished one); notes: lines given by the caller, before
-    the generated ones; chance: {dataset: COCO stats of random boxes} (a row in that dataset's table); groups: a
-    group label per run directory (default: runs whose configs differ only in SEED form a group), given_checkpoints
-    the weights files a user gave (groups.group_runs: their fine-tuning runs are the units); comparisons: where
-    the table's comparisons come from when the caller owns the family (the main job's, Holm-adjusted over everything
-    the job prints; default: the table's own pairs as one family); compared_metric: the metric the table's
-    comparisons are on (the caller's family's; default AP for COCO-style runs, AP50 for VOC).
+    Headline first: "Result" -- the sentences of what was found (`headline`: the caller's, e.g. the main job's
+    control and every call of its family; default: each comparison of the report's own family,
+    Comparison.headline) above the one results table (Detectron2 MODEL_ZOO's columns, box AP with its interval,
+    the chance level); then the figures a person looks at (the detections panel, PR curves, training curves, AP vs
+    GMACs, and the caller's `figures` sections); then the notes (`notes`: the caller's lines, then the generated
+    ones), the comparisons table, the caller's `details` sections, what differs, the conditions, pretraining, the
+    runs and a glossary of every term used.
+    baseline: a run (or group) name for the comparisons (default: the pretrained VGG-16 group, else the first
+    finished one); chance: {dataset: COCO stats of random boxes} (a row of the results table); groups: a group
+    label per run directory (default: runs whose configs differ only in SEED form a group), given_checkpoints the
+    weights files a user gave (groups.group_runs: their fine-tuning runs are the units); comparisons: where the
+    comparisons come from when the caller owns the family (the main job's, Holm-adjusted over everything the job
+    prints; default: the report's own pairs as one family); compared_metric: the metric they are on (default AP
+    for COCO-style runs, AP50 for VOC).
     """
-    _check_run_dirs(run_dirs, sections)
+    _check_run_dirs(run_dirs, [*figures, *details])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = _load_runs(run_dirs, names)
     groups = group_runs(runs, groups, given_checkpoints=given_checkpoints)
     kinds = [k for k in RESULT_KINDS if any(r.kind == k for r in runs)] or (["coco"] if runs else [])
-    zoo, zoo_json, csv_rows = _results_sections(groups, kinds)
-    box, table_json, box_csv = _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metric)
-    notes = list(notes or []) + repeated_seed_warnings(groups)
+    tables, tables_json, csv_rows = _results_tables(groups, kinds, chance)
+    families = {k: _family(groups, k, baseline, comparisons, compared_metric) for k in kinds}
+    said = list(headline) if headline is not None else [c.headline() + "." for f in families.values() for c in f[1]]
+    notes = list(notes or []) + repeated_seed_warnings(groups) + [
+        n for k in kinds for n in paper_notes([g for g in groups if g.first.kind == k], k)]
     panel, panel_notes = _panel(groups, out)  # the main figure
     differences = config_differences(groups)
     conditions = condition_notes(groups)
     pretrain = list({p.path: p for g in groups for r in g.runs if (p := r.pretraining)}.values())
     pre_plots, plots = pretraining_plot(pretrain, out), detection_plots(groups, out)
-    document = Document(title, (
-        *map(_section, lead), *zoo, *box, *([Section("Notes", lines=tuple(notes))] if notes else []),
+    body = (
+        *_result_sections(said, tables),
         *([Section("Detections on val images", lines=tuple(panel_notes), figures=tuple(panel))]
           if panel or panel_notes else []),  # "not drawn: <why>" is said, not dropped
-        *map(_section, sections), *_differences_section(differences),
+        *([Section("Figures", figures=tuple(plots))] if plots else []), *map(_section, figures),
+        *([Section("Notes", lines=tuple(notes))] if notes else []),
+        *_comparison_sections(families, comparisons is not None), *map(_section, details),
+        *_differences_section(differences),
         Section("Conditions (read from the runs)", lines=tuple(conditions), bullets=True),
         *_pretraining_section(pretrain, pre_plots),
         Section("Runs", tables=(Table(["run", "status", "directory"], [[r.name, r.status, r.path] for r in runs],
-                                      wrap=True),)),
-        Section("Plots", figures=tuple(plots))))
+                                      wrap=True),)))
+    document = Document(title, (*body, glossary_section(body)))
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
     # each file whole or not at all, and a full disk names the file (backbones.checkpoint_io.atomic_write)
     atomic_write_text(paths["markdown"], render_markdown(document))
     atomic_write_text(paths["html"], render_html(document))
     atomic_write_text(paths["json"], strict_json({
-        "results": zoo_json, "tables": table_json, "conditions": conditions,
+        "headline": said, "results": tables_json, "tables": {k: _family_json(*f) for k, f in families.items()},
+        "conditions": conditions,
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
                         else differences), "chance": chance or {}, "warnings": repeated_seed_warnings(groups),
         **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}, default=str))
     table = io.StringIO(newline="")
-    csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows + box_csv])
+    for kind, (_, family) in families.items():
+        head, rows = comparisons_table(family)
+        csv_rows += [["table", *head]] + [[f"{kind}_comparisons", *row] for row in rows]
+    csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows])
     atomic_write_text(paths["csv"], table.getvalue())
     for f, _ in pre_plots + panel + plots:
         paths[f] = out / f
@@ -399,51 +219,65 @@ def _check_run_dirs(run_dirs, sections) -> None:
 
 
 def _section(s: ReportSection) -> Section:
+    """A caller's section as the document holds it."""
     return Section(s.title, (Table(*s.table),) if s.table else (), s.lines, s.figures)
 
 
-def _results_sections(groups: list[RunGroup], kinds: list[str]) -> tuple[list[Section], dict, list]:
-    """The headline: one row per group, the columns a model-zoo reader knows, per kind of result."""
-    sections, as_json, csv_rows = [], {}, []
+def _results_tables(groups: list[RunGroup], kinds: list[str], chance) -> tuple[list[tuple[str, Table, str]], dict,
+                                                                                  list]:
+    """Per kind of result: (its label, the results table, the line under it), as JSON, and the CSV rows."""
+    tables, as_json, csv_rows = [], {}, []
     for kind in kinds:
-        head, rows = _zoo_table([g for g in groups if g.first.kind == kind], kind)
+        head, rows, lines = results_table([g for g in groups if g.first.kind == kind], kind, chance)
         if not rows:
             continue
-        text = ("n: runs (pretraining runs x detection runs per pretraining run where they differ). Box AP: "
-                "mean [95% interval over the group's units] (± sd where one unit). Train s/iter: mean of the "
-                "logged iteration times over iterations 100-500, or the middle 80% of shorter runs; inference "
-                "s/im: the model's forward in eval mode at batch 1, loader excluded; train mem: "
-                f"{next((r.memory_measure for g in groups for r in g.finished if r.memory_measure), '—')}.")
-        label = "Results" + ("" if len(kinds) == 1 else f" ({kind.upper()})")
-        sections.append(Section(label, (Table(head, rows),), (text,)))
+        tables.append((RESULT_KINDS[kind].label, Table(head, rows), " ".join(lines)))
         as_json[kind] = {"columns": head, "rows": [[str(c) for c in r] for r in rows]}
-        csv_rows += [["table", *head]] + [[f"{kind}_zoo", *map(str, row)] for row in rows]
-    return sections, as_json, csv_rows
+        csv_rows += [["table", *head]] + [[f"{kind}_results", *map(str, row)] for row in rows]
+    return tables, as_json, csv_rows
 
 
-def _box_ap_sections(groups, kinds, baseline, chance, comparisons, compared_metric) -> tuple[list, dict, list]:
-    """Per kind of result: the box AP table with each group's comparisons (the baseline, its scratch control)."""
-    sections, as_json, csv_rows = [], {}, []
-    for kind in kinds:
-        group = [g for g in groups if g.first.kind in (kind, "")]  # unfinished runs appear in every table
-        base = _baseline(group, baseline)
-        head, rows, table_notes, family = _table(group, kind, base, chance, comparisons, compared_metric)
-        text = " ".join(table_notes) + (
-            " Where n > 1: mean ± sample standard deviation over runs. Comparisons: Δ with its 95% interval "
-            "(Welch's t over each group's units: a pretrained group's pretraining runs, detection runs nested under "
-            "them; a from-scratch group's runs), n units each and the interval's df, P(A>B) = the chance that a "
-            "unit of A beats a unit of B; a call only when the family-adjusted interval excludes 0 (Holm over "
-            + ("the job's comparisons" if comparisons else "this table's distinct comparisons") + "; the level "
-            "beside it).")
-        split = head.index(cols_of(kind)[-1]) + 1  # setup + metrics | comparisons: each fits a 1280-px window
-        sections.append(Section(RESULT_KINDS[kind].label, (Table(head, rows, split=split, split_title="Comparisons"),),
-                                (text,)))
-        as_json[kind] = {
-            "columns": head, "rows": rows, "baseline": base.name if base else None,
-            # the table's comparisons as numbers, for programs (the rows above are formatted for reading)
+def _result_sections(said: list[str], tables: list[tuple[str, Table, str]]) -> list[Section]:
+    """The first section: what was found, in sentences, above the results table (one per kind of result; a second
+    kind gets a section of its own)."""
+    if not tables:
+        return [Section("Result", intro=tuple(said))] if said else []
+    first, *more = tables
+    return [Section("Result" if len(tables) == 1 else f"Result ({first[0]})", (first[1],), (first[2],),
+                    intro=tuple(said) or ("No comparison: one group.",)),
+            *(Section(f"Result ({label})", (t,), (line,)) for label, t, line in more)]
+
+
+def _family(groups, kind: str, baseline, source, metric) -> tuple[RunGroup | None, list]:
+    """(the baseline, the comparisons) of one kind's groups (unfinished runs appear in every kind)."""
+    group = [g for g in groups if g.first.kind in (kind, "")]
+    base = baseline_group(group, baseline)
+    return base, comparison_family(group, base, metric or RESULT_KINDS[kind].compared, source)
+
+
+def _family_json(base: RunGroup | None, family: list) -> dict:
+    head, rows = comparisons_table(family)
+    # the comparisons as numbers, for programs (the rows are formatted for reading)
+    return {"columns": head, "rows": rows, "baseline": base.name if base else None,
             "comparisons": [{**asdict(c), "call": c.call, "mde": c.mde} for c in family]}
-        csv_rows += [["table", *head]] + [[kind, *row] for row in rows]
-    return sections, as_json, csv_rows
+
+
+def _comparison_sections(families: dict, job_family: bool) -> list[Section]:
+    """Each comparison of the report with its numbers: what the Result's sentences rest on."""
+    sections = []
+    for kind, (base, family) in families.items():
+        if not family:
+            continue
+        text = ("Each group against " + (f"the baseline {base.name}" if base else "the baseline")
+                + " and against its from-scratch control where it has one. Δ with its 95% interval (Welch's t over "
+                "each group's units: a pretrained group's pretraining runs, detection runs nested under them; a "
+                "from-scratch group's runs) and df; P(A > B) = the chance that a unit of A beats a unit of B; a call "
+                "only when the family-adjusted interval excludes 0 (Holm over "
+                + ("the job's comparisons" if job_family else "this report's distinct comparisons")
+                + "); MDE: the smallest difference the comparison could have called (80% power).")
+        title = "Comparisons" + ("" if len(families) == 1 else f" ({RESULT_KINDS[kind].label})")
+        sections.append(Section(title, (Table(*comparisons_table(family)),), (text,)))
+    return sections
 
 
 def _differences_section(differences) -> list[Section]:

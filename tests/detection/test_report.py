@@ -23,13 +23,13 @@ def test_report_has_exactly_the_numbers_and_deltas(tmp_path):
     r101 = make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, per_cat={"person": 50.0},  # no "dog"
                     extra_cfg=paper_config("coco", "ResNet-101"))
     paths = write_report([r101, vgg], tmp_path / "report")
-    table = json.loads(paths["json"].read_text())["tables"]["coco"]
-    assert table["baseline"] == "vgg"  # the VGG-16 run, wherever it is listed
-    head, rows = table["columns"], {r[0]: dict(zip(table["columns"], r)) for r in table["rows"]}
+    report = json.loads(paths["json"].read_text())
+    assert report["tables"]["coco"]["baseline"] == "vgg"  # the VGG-16 run, wherever it is listed
+    _, rows = _results(paths)
     assert rows["r101"]["AP"] == "27.2" and rows["r101"]["AP50"] == "48.4" and rows["vgg"]["APl"] == "30.0"
-    delta_col = next(h for h in head if h.startswith("ΔAP"))
-    assert rows["r101"][delta_col] == "6.00" and rows["r101"]["relative"] == "+28.3%"  # the paper's +6.0 / 28%
-    assert rows["vgg"][delta_col] == "baseline"
+    assert _comparisons(paths)[("r101", "vgg")]["Δ (A − B)"] == "+6.00"  # the paper's +6.0
+    assert report["headline"] == ["r101 vs vgg: ΔAP +6.0 (1 vs 1 pretraining runs), no call: r101 has one pretraining "
+                                  "run: its spread is unknown (run at least 2 pretraining runs per group)."]
     assert rows["r101"]["paper AP50 / AP"] == "48.4 / 27.2"
     md = paths["markdown"].read_text()
     assert "| r101 | resnet101 |" in md and "paper Table 8" in md
@@ -46,12 +46,11 @@ def test_html_is_well_formed_and_its_images_exist(tmp_path):
     assert "Chance level: AP50 0.26 & <co>" in "".join(root.itertext())
     ns = {"h": "http://www.w3.org/1999/xhtml"}
     images = [img.get("src") for img in root.iter("{http://www.w3.org/1999/xhtml}img")]
-    assert set(images) == {"pr_iou50.png", "pr_iou75.png", "per_category_ap.png", "training_curves.png",
-                           "ap_vs_flops.png"}
+    assert set(images) == {"pr_curves.png", "per_category_ap.png", "training_curves.png", "ap_vs_flops.png"}
     for src in images:
         assert (tmp_path / "report" / src).stat().st_size > 2000
-    # the results table (model-zoo columns), the COCO table (metrics | comparisons), what differs, the run status
-    assert len(root.findall(".//h:table", ns)) == 5
+    # the results table (model-zoo columns), the comparisons, what differs, the run status
+    assert len(root.findall(".//h:table", ns)) == 4
 
 
 def test_partial_and_mixed_inputs(tmp_path):
@@ -63,14 +62,15 @@ def test_partial_and_mixed_inputs(tmp_path):
     (runs[3] / "log.txt").write_text("...\nTraceback (most recent call last):\n  boom\n")
     (runs[2] / "metrics.json").write_text('{"iteration": 0, "total_loss": 1.0}\n{"iteration": 20, "tot')
     paths = write_report(runs, tmp_path / "report")
-    tables = json.loads(paths["json"].read_text())["tables"]
+    tables = json.loads(paths["json"].read_text())["results"]
     assert set(tables) == {"coco", "voc"}  # separate tables
     voc_rows = {r[0]: r for r in tables["voc"]["rows"]}
     assert "76.4" in voc_rows["voc_r101"] and "coco_vgg" not in voc_rows
     statuses = {r["name"]: r["status"] for r in json.loads(paths["json"].read_text())["runs"]}
     assert statuses == {"coco_vgg": "finished", "voc_r101": "finished",
                         "still_training": "no metrics (training or crashed)", "crashed": "crashed (see log.txt)"}
-    assert "still_training" in {r[0] for r in tables["coco"]["rows"]}  # listed, with dashes
+    assert "still_training" not in {r[0] for r in tables["coco"]["rows"]}  # no result: in the runs table only
+    assert "| still_training | no metrics (training or crashed) |" in paths["markdown"].read_text()
 
 
 @pytest.mark.slow
@@ -121,7 +121,7 @@ def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
     section = ReportSection("Degradation", lines=("cifar_plain56 vs cifar_plain20: Δtraining error +27.51",),
                             table=(["net", "units", "depth", "seeds", "training error %", "val error %"],
                                    [["cifar_plain56", "plain", "56", "2", "89.9 ± 0.0", "90.4 ± 0.1"]]))
-    paths = write_report(runs, tmp_path / "report", groups=labels, title="The main job", sections=[section],
+    paths = write_report(runs, tmp_path / "report", groups=labels, title="The main job", figures=[section],
                          chance={"embedded_val": {"AP": 0.04, "AP50": 0.26}})
     page = paths["html"].read_text().replace("</body>", (
         "<script>var r=[];document.querySelectorAll('table').forEach(function(t){"
@@ -139,7 +139,7 @@ def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(html.unescape(proc.stdout.split("<title>")[1].split("</title>")[0]))
     assert found["view"] == 1280 and found["h1"] == "The main job"
-    assert len(found["right"]) == 6  # results, the section's, COCO metrics | comparisons, what differs, runs
+    assert len(found["right"]) == 5  # results, the section's, comparisons, what differs, runs
     assert max(found["right"]) <= found["view"], f"table right edges {found['right']} px in a 1280 px window"
     assert max(found["cells"]) < 40, found["cells"]  # at most two lines of text per cell
 
@@ -152,7 +152,7 @@ def test_a_section_keeps_the_reports_title_and_shows_its_table_and_figures(tmp_p
     section = ReportSection("Degradation (paper Figs. 1, 6, 7)", lines=("plain-56 vs plain-20",),
                             table=(["net", "val error %"], [["cifar_plain56", "90.4 ± 0.1"]]),
                             figures=(("curves.png", "training and val error"),))
-    paths = write_report(runs, tmp_path / "report", title="Main job & <friends>", sections=[section])
+    paths = write_report(runs, tmp_path / "report", title="Main job & <friends>", figures=[section])
     md = paths["markdown"].read_text()
     assert md.startswith("# Main job &amp; &lt;friends&gt;\n")  # the title, not the section's
     assert ("## Degradation (paper Figs. 1, 6, 7)\n\n| net | val error % |\n|---|---|\n"
@@ -174,17 +174,24 @@ def test_results_cells_are_text_in_json_and_csv_and_two_lines_in_html(tmp_path):
     assert '20.5<br/><span class="spread">[14.1, 26.9]</span>' in paths["html"].read_text()
 
 
-def _table(paths, kind="coco"):
-    table = json.loads(paths["json"].read_text())["tables"][kind]
+def _results(paths, kind="coco"):
+    """The results table: (its columns, name -> {column: cell})."""
+    table = json.loads(paths["json"].read_text())["results"][kind]
     return table["columns"], {r[0]: dict(zip(table["columns"], r)) for r in table["rows"]}
+
+
+def _comparisons(paths, kind="coco"):
+    """The comparisons table: (A, B) -> {column: cell}."""
+    table = json.loads(paths["json"].read_text())["tables"][kind]
+    return {(r[0], r[1]): dict(zip(table["columns"], r)) for r in table["rows"]}
 
 
 def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
     # (tests/detection/test_report_paper.py checks each condition of the paper's design; here: splits and width)
     paper = [make_run(tmp_path, "vgg", "vgg16", coco=COCO_VGG, extra_cfg=paper_config("coco", "VGG-16")),
              make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, extra_cfg=paper_config("coco", "ResNet-101"))]
-    head, _ = _table(write_report(paper, tmp_path / "paper"))
-    assert "paper AP50 / AP" in head and "relative" in head
+    head, _ = _results(write_report(paper, tmp_path / "paper"))
+    assert "paper AP50 / AP" in head
     for name, kw in (("coco2017", {"dataset": "coco_2017_val", "train": ["coco_2017_train"]}),
                      ("narrow", {"width": 0.25}),  # the paper's splits, but not the paper's backbone
                      ("embedded", {"dataset": "embedded_val", "train": ["embedded_train"]})):
@@ -196,10 +203,10 @@ def test_paper_columns_only_where_splits_and_backbone_match_the_paper(tmp_path):
                 make_run(tmp_path / name, "r101", "resnet101", coco=COCO_R101, **kw,
                          extra_cfg=paper_config("coco", "ResNet-101", opts=opts))]
         paths = write_report(runs, tmp_path / name / "report")
-        head, rows = _table(paths)
-        assert "paper AP50 / AP" not in head and "relative" not in head, name
+        head, _ = _results(paths)
+        assert "paper AP50 / AP" not in head, name
         assert "No paper column" in paths["markdown"].read_text()
-        assert rows["r101"][next(h for h in head if h.startswith("ΔAP"))] == "6.00"  # the delta stays
+        assert _comparisons(paths)[("r101", "vgg")]["Δ (A − B)"] == "+6.00"  # the comparison stays
 
 
 def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(tmp_path):
@@ -210,19 +217,26 @@ def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(
     runs += [make_run(tmp_path, f"r101_s{s}", "resnet101", coco=coco(ap), seed=s) for s, ap in ((0, 21.0), (1, 23.0))]
     runs += [make_run(tmp_path, f"r50_s{s}", "resnet50", coco=coco(ap), seed=s) for s, ap in ((0, 30.0), (1, 31.0))]
     runs.append(make_run(tmp_path, "r18", "resnet18", coco=coco(25.0)))
-    head, rows = _table(write_report(runs, tmp_path / "report"))
+    paths = write_report(runs, tmp_path / "report")
+    _, rows = _results(paths)
     assert set(rows) == {"vgg", "r101", "r50", "r18"}
-    assert rows["vgg"]["seeds"] == 2 and rows["vgg"]["AP"] == "21.0 ± 1.4" and rows["r18"]["AP"] == "25.0"
-    delta = next(h for h in head if h.startswith("ΔAP"))
-    cmp = "95% CI, P(A>B), call"
+    # 2 runs: mean [95% t interval], 21.0 +- 12.71 * 1.414 / sqrt(2)
+    assert rows["vgg"]["n"] == "2" and rows["vgg"]["AP"] == "21.0 [8.3, 33.7]" and rows["r18"]["AP"] == "25.0"
+    cmp = _comparisons(paths)
     # 2 runs each (one set of weights: the run is the unit): Welch's t, df 2, half-width 4.303 * sqrt(2/2 + 2/2)
-    assert rows["r101"][delta] == "1.00" and rows["r101"][cmp] == (
-        "[-5.08, +7.08], Holm/3 [-9.82, +11.82] p 1, P(A>B) 0.75, n 2 vs 2, df 2.0; no call (MDE 12.32)")
+    assert cmp[("r101", "vgg")] == {
+        "A": "r101", "B": "vgg", "metric": "AP", "Δ (A − B)": "+1.00", "95% CI": "[-5.08, +7.08]",
+        "family-adjusted CI (level)": "[-9.82, +11.82] (98.33%)", "P(A > B)": "0.75", "units (df)": "2 vs 2 runs (2.0)",
+        "call": "no call (MDE 12.32)"}
     # the MDE: (t(1 - 0.05/3/2, 2) + t(0.8, 2)) * sqrt(2): the smallest difference its Holm step calls at 80% power
     # its 95% interval excludes 0, the table's family of 3 (Holm) does not: no call
-    assert rows["r50"][delta] == "9.50" and rows["r50"][cmp].startswith("[+2.58, +16.42], Holm/3 [-5.26, +24.26]")
-    assert rows["r50"][cmp].endswith("; no call (MDE 16.06)")
-    assert rows["r18"][cmp] == "P(A>B) 1.00, n 1 vs 2; no call: one run"
+    r50 = cmp[("r50", "vgg")]
+    assert r50["95% CI"] == "[+2.58, +16.42]" and r50["family-adjusted CI (level)"].startswith("[-5.26, +24.26]")
+    assert r50["call"] == "no call (MDE 16.06)"
+    assert cmp[("r18", "vgg")]["call"] == "no call: no interval (one unit)"
+    said = json.loads(paths["json"].read_text())["headline"]
+    assert "r50 vs vgg: no difference this job could see: ΔAP +9.5 [-5.3, +24.3] (98.33% CI, Holm step-down over 3; " \
+           "2 vs 2 runs); the smallest difference it could see is 16.1 AP." in said
 
 
 
@@ -233,10 +247,10 @@ def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tm
                      **kw),
             make_run(tmp_path, "r101_scratch", "resnet101", coco={**COCO_R101, "AP50": 5.0}, **kw)]
     paths = write_report(runs, tmp_path / "report", chance={"embedded_val": {"AP": 0.05, "AP50": 0.26}})
-    head, rows = _table(paths)
+    _, rows = _results(paths)
     assert rows["r101_pretrained"]["init"] == "pretrained" and rows["r101_scratch"]["init"] == "scratch"
-    assert rows["r101_pretrained"]["AP50 / scratch AP50"] == "×6.0"
-    assert rows["r101_pretrained"]["ΔAP vs scratch"].startswith("0.00")  # same AP in both fabricated runs
+    assert rows["r101_pretrained"]["top-1 err %"] == "41.0" and rows["r101_scratch"]["top-1 err %"] == "—"
+    assert _comparisons(paths)[("r101_scratch", "r101_pretrained")]["Δ (A − B)"] == "+0.00"  # the same AP in both
     assert rows["chance (random boxes)"]["AP50"] == "0.3"
     md = paths["markdown"].read_text()
     assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px, 900 iterations of 64 " \
@@ -245,15 +259,15 @@ def test_conditions_pretraining_scratch_control_and_chance_come_from_the_runs(tm
     differs = md.split("## What differs between the configurations\n\n")[1].split("\n\n")[0].splitlines()
     assert differs[0] == "| config key | r101_pretrained | r101_scratch |"  # a row per key, a column per group
     assert any(row.startswith("| MODEL.WEIGHTS | ") for row in differs)
-    assert md.index("## Results") < md.index("## COCO-style box AP") < md.index("## What differs") < md.index(
-        "## Conditions")  # headline first: results, comparisons, then what differs and the conditions
+    assert md.index("## Result") < md.index("## Comparisons") < md.index("## What differs") < md.index(
+        "## Conditions")  # headline first: the result, the comparisons, then what differs and the conditions
     assert "## Pretraining" in md and (tmp_path / "report" / "pretraining.png").stat().st_size > 2000
 
 
 def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path, monkeypatch):
     from PIL import Image
 
-    from detection.report.panel import DET_COLOUR, GT_COLOUR
+    from detection.report.panel import CELL_SIZE, DET_COLOUR, GT_COLOUR, HEADER
 
     data = tmp_path / "data"
     (data / "img").mkdir(parents=True)
@@ -277,7 +291,7 @@ def test_qualitative_panel_draws_ground_truth_and_the_predictions_file(tmp_path,
     panel = tmp_path / "report" / "qualitative.png"
     assert panel.stat().st_size > 1000 and "qualitative.png" in paths["markdown"].read_text()
     im = Image.open(panel).convert("RGB")
-    cell, header, scale = 256, 18, 2.0  # 128-px images drawn at 256 px, one column each: GT, vgg, r101
+    cell, header, scale = CELL_SIZE, HEADER, CELL_SIZE / 128  # 128-px images at cell size: GT, vgg, r101
 
     def px(col, x, y):
         return im.getpixel((col * cell + round(x * scale), header + round(y * scale)))
@@ -393,7 +407,7 @@ def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tm
     """Four 12000x12000 images used to cost 6 GB (cells drawn at full size); 200 runs made a 46336-px-wide PNG."""
     from PIL import Image
 
-    from detection.report.panel import CELL_SIZE, MAX_COLUMNS, draw_panel
+    from detection.report.panel import CELL_SIZE, DET_COLOUR, HEADER, MAX_COLUMNS, draw_panel
 
     data = tmp_path / "data"
     data.mkdir()
@@ -410,9 +424,8 @@ def test_the_panel_shrinks_large_images_skips_bad_ones_and_bounds_its_columns(tm
     assert ids == [1]  # the broken image is left out, not fatal
     with Image.open(out) as png:
         assert png.width == 2 * CELL_SIZE and png.height < CELL_SIZE + 40
-        # the box is drawn where the object is, at cell scale: its top-left corner (3000, 2000) -> (128, 85)
-        px = png.convert("RGB").getpixel((CELL_SIZE + 128 + 5, 18 + 85))
-        assert px[0] > 200 and px[1] < 100
+        # the box is drawn where the object is, at cell scale: its left edge x 3000 -> 120, y 2000..3000 -> 80..120
+        assert png.convert("RGB").getpixel((CELL_SIZE + 120, HEADER + 100)) == DET_COLOUR
     runs = []
     for i in range(MAX_COLUMNS + 3):
         run = make_run(tmp_path, f"r{i}", "vgg16", coco=COCO_VGG, dataset="tiny_val", train=["tiny_train"], seed=0,
@@ -469,6 +482,6 @@ def test_a_cell_built_from_fewer_runs_than_the_row_says_how_many(tmp_path):
             for s, ap in ((0, 27.0), (1, 28.0))]
     runs.append(make_run(tmp_path, "r101_s2", "resnet101", coco={k: v for k, v in COCO_R101.items() if k != "AP75"}
                          | {"AP": 29.0}, seed=2))
-    _, rows = _table(write_report(runs, tmp_path / "report"))
-    assert rows["r101"]["seeds"] == 3 and rows["r101"]["AP"] == "28.0 ± 1.0"  # every run has AP
-    assert rows["r101"]["AP75"] == f"{COCO_R101['AP75']:.1f} ± 0.0 (2 of 3 runs)"
+    _, rows = _results(write_report(runs, tmp_path / "report"))
+    assert rows["r101"]["n"] == "3" and rows["r101"]["AP"] == "28.0 [25.5, 30.5]"  # every run has AP
+    assert rows["r101"]["AP75"].endswith(" (2 of 3 runs)")

@@ -209,7 +209,7 @@ def test_the_report_shows_the_column_only_beside_the_papers_design(tmp_path):
                                                          "configs/COCO-Detection/faster_rcnn_R_101_FPN.yaml"), "coco"),
             write_run(tmp_path, "vgg16_same_solver", paper_config("coco", "VGG-16", SAME_SOLVER), "coco")]
     paths = write_report(runs, tmp_path / "report")
-    table = json.loads(paths["json"].read_text())["tables"]["coco"]
+    table = json.loads(paths["json"].read_text())["results"]["coco"]
     rows = {r[0]: dict(zip(table["columns"], r)) for r in table["rows"]}
     assert rows["r101_c4"]["paper AP50 / AP"] == "48.4 / 27.2" and rows["vgg16"]["paper AP50 / AP"] == "41.5 / 21.2"
     assert rows["r101_fpn"]["paper AP50 / AP"] == "—" and rows["vgg16_same_solver"]["paper AP50 / AP"] == "—"
@@ -225,6 +225,6 @@ def test_no_column_at_all_when_no_run_is_of_the_papers_design(tmp_path):
                                                          "configs/COCO-Detection/faster_rcnn_R_101_FPN.yaml"), "coco"),
             write_run(tmp_path, "vgg16_same_solver", paper_config("coco", "VGG-16", SAME_SOLVER), "coco")]
     paths = write_report(runs, tmp_path / "report")
-    assert "paper AP50 / AP" not in json.loads(paths["json"].read_text())["tables"]["coco"]["columns"]
+    assert "paper AP50 / AP" not in json.loads(paths["json"].read_text())["results"]["coco"]["columns"]
     md = paths["markdown"].read_text()
     assert "No paper column" in md and "r101_fpn: no paper number (" in md and "vgg16_same_solver: no paper" in md

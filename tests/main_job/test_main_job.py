@@ -52,7 +52,8 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     report = out / "report"
     md = (report / "report.md").read_text()
     assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px" in md
-    assert "paper AP50 / AP" not in md and "chance (random boxes)" in md and "AP50 / scratch AP50" in md
+    assert "paper AP50 / AP" not in md and "chance (random boxes)" in md and "## Comparisons" in md
+    assert md.index("## Result\n\n- ") < md.index("| vgg16_bn_frozenbn_pretrained |")  # the sentences first
     assert "| vgg16_bn_frozenbn_pretrained |" in md and "| resnet101_gn_scratch_3x |" in md  # the job's groups
     for png in ("qualitative.png", "pretraining.png"):
         assert (report / png).stat().st_size > 1000

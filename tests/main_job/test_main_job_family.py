@@ -213,8 +213,10 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     assert all(c["call"] is None for c in results["deltas"] + results["plain_vs_residual"])
     assert not (out / "report" / "transfer_scatter.png").exists()  # every net at chance: no point to draw
     md = (out / "report" / "report.md").read_text()
-    assert md.index("## Leaderboard") < md.index("## Results") and "Positive control (0.5 of the pretraining" in md
-    assert "This job cannot rank backbones" in md and "not ranked" in md
+    said = md.split("## Result\n\n")[1].split("\n\n")[0]  # the first sentences: the control, what it allows
+    assert said.startswith("- Positive control (0.5 of the pretraining against the whole, same recipe): ")
+    assert "So this job cannot rank backbones" in said and "Accuracy vs transfer: not computed" in said
+    assert md.index("## Result") < md.index("## Leaderboard") and "not ranked" in md
 
 
 @pytest.mark.bad_input  # another dataset's 10-class classifier is not measured here (#69 item 4)

@@ -191,15 +191,15 @@ def test_a_headline_block_is_its_one_comparisons_call_as_a_sentence_and_the_chec
     called = _headline_job(tmp_path, {0: [50.0], 1: [51.0], 2: [49.5]}, {0: [56.0], 1: [55.0], 2: [57.0]},
                            control={0: [40.0], 1: [42.0], 2: [41.0]})
     text = called.read_text()
-    assert "**r101 vs vgg: vgg ahead: ΔAP -5.8 [" in text
+    assert "**vgg is ahead of r101 by 5.8 AP [" in text
     assert "(95% CI, Holm step-down over 1; 3 vs 3 pretraining runs)**" in text
-    assert "Its positive control, vgg vs vgg_control: vgg ahead: ΔAP +15.0 [" in text
+    assert "Positive control: vgg is ahead of vgg_control by 15.0 AP [" in text
     assert "| r101 | frozenbn_pretrained | 3 pretraining runs | — | 50.2 | — |" in text  # units of the AP scored
     assert text.endswith("<!-- end headline -->\n\nMore.\n")
     assert stale_blocks(called) == []
     unresolved = _headline_job(tmp_path, {0: [50.0], 1: [58.0], 2: [49.5]}, {0: [56.0], 1: [50.0], 2: [57.0]})
-    assert "this budget cannot rank them: ΔAP -1.8 [" in unresolved.read_text()
-    assert "the smallest difference it could call is" in unresolved.read_text()
+    assert "r101 vs vgg: no difference this job could see: ΔAP -1.8 [" in unresolved.read_text()
+    assert "the smallest difference it could see is" in unresolved.read_text()
     data = json.loads((tmp_path / "results" / "job.json").read_text())
     data["groups"][0]["values"]["AP"]["1"] = [40.0]  # the file changes, the README does not
     (tmp_path / "results" / "job.json").write_text(json.dumps(data))
@@ -214,12 +214,12 @@ def test_a_headline_says_what_a_control_from_untrained_pretraining_shows_and_nam
                         control={0: [40.0], 1: [42.0], 2: [41.0]})
     path = tmp_path / "results" / "job.json"
     data = json.loads(path.read_text())
-    assert "Its positive control, vgg vs vgg_control" in doc.read_text()  # one control: no part label
+    assert "Positive control: vgg is ahead of vgg_control" in doc.read_text()  # one control: no part label
     path.write_text(json.dumps({**data, "control_at_chance": ["p0", "p1"]}))  # as the job records it
     assert "Its pretraining never left chance (2 run(s)): called, it shows only that" in regenerate(doc)
     parts = [{**data["control"], "part": name} for name in ("a.json", "b.json")]  # a pooled dict, as pool.py makes
     text = render_headline({**{k: v for k, v in data.items() if k != "control"}, "controls": parts}, "pooled")
-    assert "Its positive control (a.json), vgg vs vgg_control" in text and "Its positive control (b.json)," in text
+    assert "Positive control (a.json): vgg is ahead" in text and "Positive control (b.json):" in text
     with pytest.raises(ResultsDocError, match=r"pooled.controls\[0\].pretraining_at_chance: expected int"):
         render_headline({**data, "controls": [{**parts[0], "pretraining_at_chance": "x"}]}, "pooled")
 
@@ -235,7 +235,7 @@ def test_a_line_break_in_a_name_stays_inside_its_table_cell_and_the_headline(tmp
     (tmp_path / "results" / "job.json").write_text(json.dumps(data))
     text = regenerate(called)
     assert "\n| forged" not in text and "\n# forged" not in text
-    assert "**r101  # forged heading | forged | row | vs vgg: " in text
+    assert "**vgg is ahead of r101  # forged heading | forged | row | by " in text
     assert "| r101  # forged heading \\| forged \\| row \\| | frozenbn_pretrained |" in text
 
 
