@@ -27,9 +27,9 @@ test-d2main: setup
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) -m d2main tests/detection
 
 # The main job's presets (detection/main_job/presets.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
-# control as rows, one seed per leg, about 16 minutes on 2 cores; demo-full: GN pretrained vs from scratch at 1x and
-# 3x (3 units each) and then the degradation
-# experiment (3 seeds), two jobs of at most 150 minutes each; demo-family: six backbones of three families (the
+# control as rows, one seed per leg (its measured time and machine: README.md's `make demo` block); demo-full: GN
+# pretrained vs from scratch at 1x and 3x (3 units each) and then the degradation experiment (3 seeds), two jobs of at
+# most 150 minutes each; demo-family: six backbones of three families (the
 # leaderboard, accuracy vs transfer); demo-headline: VGG-16(BN) vs ResNet-101, 6 pretraining runs each and the control
 # (the README's first result); demo-quick: every arm at smoke scale, not converged.
 demo: setup

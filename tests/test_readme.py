@@ -113,3 +113,22 @@ def test_the_readme_leads_with_the_headline_jobs_generated_result_and_agrees_wit
     assert kinds and kinds[0] == "headline", kinds
     assert text.index("<!-- headline:") < text.index("## Start here")  # under the opening paragraph
     assert stale_blocks(README) == []
+
+
+def test_the_demo_time_is_one_measured_figure_generated_with_its_machine():
+    """`make demo`'s time is stated once: the README's demo block, generated from the job's results file (its
+    minutes, machine and day) beside its panel; the Makefile, the CLI's help and the README's commands point to it
+    instead of carrying a figure of their own that could go stale."""
+    from detection.main_job.options import build_parser
+
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- demo: (\S+) -->\n(.*?)<!-- end demo -->", text, re.S)
+    assert len(blocks) == 1, "README.md has no `make demo` block (<!-- demo: results/<job>.json -->)"
+    assert re.search(r"`make demo` took \d+\.\d min .* on .+, \d{4}-\d\d-\d\d\.", blocks[0][1])
+    outside = text.replace(blocks[0][1], "")
+    minutes = re.compile(r"\d+(?:[.-]\d+)? ?min")
+    assert not [ln for ln in outside.splitlines() if "make demo " in ln and minutes.search(ln)]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert not minutes.search(makefile.split("demo:", 1)[1].split(";", 1)[0])
+    preset_help = next(a.help for a in build_parser()._actions if "--preset" in a.option_strings)
+    assert not minutes.search(preset_help.split("; headline", 1)[0])

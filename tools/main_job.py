@@ -3,7 +3,7 @@
 the arms of detection/main_job/arms.py (GN pretrained vs GN from scratch at 1x and 3x, the paper's FrozenBN
 setting), and report -- the paper's Tables 7/8 question in miniature (detection/main_job/).
 
-    tools/main_job.py                       # --preset demo (make demo): FrozenBN arm + GN scratch, ~16 min on 2 cores
+    tools/main_job.py                       # --preset demo (make demo): FrozenBN arm + GN scratch (time: README)
     tools/main_job.py --preset full         # make demo-full, part 1: GN pretrained vs scratch at 1x and 3x, <= 150 min
     tools/main_job.py --preset degradation  # make demo-full, part 2: the degradation experiment, 3 seeds
     tools/main_job.py --preset headline     # make demo-headline: VGG-16(BN) vs ResNet-101, 6 units each + control

@@ -5,14 +5,19 @@
     tools/results_doc.py            # rewrite every block of RESULTS.md and README.md from its file
     tools/results_doc.py --check    # exit 1, naming the files, if a block disagrees with its file
 
-To cite a job: copy its results.json into results/ and put the two markers where the block goes in RESULTS.md:
+    tools/results_doc.py --add output/main_job_demo demo_2026-12-07_intel   # copy a finished job in (below)
+
+To cite a job: copy its results.json into results/ (--add JOB NAME copies it as results/NAME.json, and its report's
+panel as results/NAME_panel.png, which a `demo` block shows) and put the two markers where the block goes:
     <!-- results: results/<job>.json -->
     <!-- end results -->
-The README's `headline` block (the job's one comparison as a sentence, its control and its groups' table) and a
-`groups` block (the table alone) take the same file: <!-- headline: results/<job>.json --> ... <!-- end headline -->.
+The README's `headline` block (the job's one comparison as a sentence, its control and its groups' table), a
+`groups` block (the table alone) and a `demo` block (the job's panel, its measured minutes with the machine and day,
+its table) take the same file: <!-- headline: results/<job>.json --> ... <!-- end headline -->.
 """
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,7 +25,8 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from backbones.checkpoint_io import atomic_write_text
 from classification.engine.cli import user_errors
-from detection.main_job.results_doc import ResultsDocError, regenerate, stale_blocks
+from classification.engine.run_files import JOB_RESULTS
+from detection.main_job.results_doc import ResultsDocError, demo_panel, regenerate, stale_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,9 +35,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("docs", nargs="*", type=Path, default=[REPO / "RESULTS.md", REPO / "README.md"])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    ap.add_argument("--add", nargs=2, metavar=("JOB_DIR", "NAME"),
+                    help="copy a finished main job's results.json to results/NAME.json and its report's panel to "
+                         "results/NAME_panel.png (refused if either exists), then regenerate")
     ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
     with user_errors(args.debug, extra=(ResultsDocError,)):
+        if args.add:
+            _add(Path(args.add[0]), args.add[1])
         if args.check:
             stale = [(doc, stale_blocks(doc)) for doc in args.docs]
             for doc, files in stale:
@@ -45,6 +56,20 @@ def main(argv=None) -> int:
             atomic_write_text(doc, regenerate(doc))
             print(f"{doc}: results blocks regenerated")
     return 0
+
+
+def _add(job: Path, name: str) -> None:
+    """The job's results.json and panel under results/, never over a file already cited."""
+    cited = f"results/{name}.json"
+    pairs = [(job / JOB_RESULTS, REPO / cited), (job / "report" / "qualitative.png", REPO / demo_panel(cited))]
+    for src, dst in pairs:
+        if not src.is_file():
+            raise ResultsDocError(f"{src}: not found (is {job} a finished main job's output directory?)")
+        if dst.exists():
+            raise ResultsDocError(f"{dst}: exists already; choose another NAME")
+    for src, dst in pairs:
+        shutil.copyfile(src, dst)
+        print(f"{dst.relative_to(REPO)}: copied from {src}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .control import NO_CONTROL
 from .family import correlation_text
-from .results import JobResults, untrained_lines
+from .results import COMPARISON_FIELDS, DEGRADATION_FIELDS, JobResults, untrained_lines
 
 __all__ = ["headline_lines"]
 
@@ -33,9 +33,11 @@ def headline_lines(results: JobResults) -> list[str]:
     """The sentences, in the order a reader needs them: the control, each call of the family (or why none may be
     made), then the rest."""
     lines = _control_sentences(results)
-    lines += [f"{c.headline()}." for c in results.comparisons()]
-    if results.control_fraction is None and results.gate:  # said after what it keeps from being called
-        lines.append(f"No ranking: {NO_CONTROL}; so none of these makes a call.")
+    transfer = [c for kind in COMPARISON_FIELDS if kind not in DEGRADATION_FIELDS for c in getattr(results, kind)]
+    lines += [f"{c.headline()}." for c in transfer]
+    if results.control_fraction is None and results.gate and transfer:  # after what it keeps from being called
+        lines.append(f"No ranking: {NO_CONTROL}; so no transfer comparison makes a call.")
+    lines += [f"{c.headline()}." for kind in DEGRADATION_FIELDS for c in getattr(results, kind)]  # no gate
     lines += [f"{line}." for line in untrained_lines(results)]
     if results.leaderboard:
         lines.append(correlation_text(results.correlation))

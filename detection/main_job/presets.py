@@ -13,21 +13,21 @@ __all__ = ["PRESETS", "DEFAULT_PRESET", "PAPER_SCALE", "FAMILY_BACKBONES", "CONT
            "FAMILY_WARMUP",
            "HEADLINE_SEEDS", "FULL_ARMS"]
 
-# The main job's presets (one tool, six budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints
-# the estimate measured on the machine). full: Rethinking ImageNet Pre-training's like-for-like design (FULL_ARMS:
-# GN pretrained vs GN from scratch, each at 1x and 3x the schedule) with 3 pretraining runs per backbone and 3 runs
-# per scratch arm (the units of its intervals), at the demo's schedules -- chosen for the FrozenBN legs
-# (CONVERGENCE.md: 4 epochs and 1600 detection iterations give both AP50 > 85 on held-out scenes); the paper's
-# FrozenBN setting is the headline preset's (`--arms` with all five arms adds it: ~30 more minutes); degradation:
-# the degradation experiment alone (3 seeds); `make demo-full` runs both. demo: one seed, about 16 minutes, the paper's
-# setting (FrozenBN) and the GN scratch control side by side as rows -- no comparison between them (they differ in
-# the norm too) and no call from one unit: at the demo's schedules the GN-pretrained ResNet-101 reached 59.3 AP50
-# (RESULTS.md), below the 80 the demo must show; family: six backbones of three families (FAMILY_BACKBONES) in
-# the paper's setting only (BN pretrained, frozen in detection: the arm published BN weights fit), 3 pretraining runs
-# each at full's schedules -- the leaderboard, the accuracy-vs-transfer correlation, plain vs residual at each depth;
-# headline: the mission's pair, VGG-16(BN) vs ResNet-101, in one job in the paper's setting (BN pretrained, frozen in
-# detection), HEADLINE_SEEDS pretraining runs each and the positive control -- the call the README leads with;
-# quick: every arm at smoke scale, not converged.
+# The main job's presets (one tool, six budgets), each within 150 minutes of stages on 2 cores (`--dry-run` prints the
+# estimate measured on the machine). full: Rethinking ImageNet Pre-training's like-for-like design (FULL_ARMS: GN
+# pretrained vs GN from scratch, each at 1x and 3x the schedule) with 3 pretraining runs per backbone and 3 runs per
+# scratch arm (the units of its intervals), at the demo's schedules -- chosen for the FrozenBN legs (CONVERGENCE.md: 4
+# epochs and 1600 detection iterations give both AP50 > 85 on held-out scenes); the paper's FrozenBN setting is the
+# headline preset's (`--arms` with all five arms adds it: ~30 more minutes); degradation: the degradation experiment
+# alone (3 seeds); `make demo-full` runs both. demo: one seed (its measured time: the README), the paper's setting
+# (FrozenBN) and the GN scratch control side by side as rows -- no comparison between them (they differ in the norm too)
+# and no call from one unit: at the demo's schedules the GN-pretrained ResNet-101 reached 59.3 AP50 (RESULTS.md), below
+# the 80 the demo must show; family: six backbones of three families (FAMILY_BACKBONES) in the paper's setting only (BN
+# pretrained, frozen in detection: the arm published BN weights fit), 3 pretraining runs each at full's schedules -- the
+# leaderboard, the accuracy-vs-transfer correlation, plain vs residual at each depth; headline: the mission's pair,
+# VGG-16(BN) vs ResNet-101, in one job in the paper's setting (BN pretrained, frozen in detection), HEADLINE_SEEDS
+# pretraining runs each and the positive control -- the call the README leads with; quick: every arm at smoke scale, not
+# converged.
 # The family preset's backbones: the three families at two depths each, plain and residual at 18 and 34 (the paper's
 # Table 2 pairs), VGG-16 (the paper's detection baseline) first: the backbone deltas are against it.
 FAMILY_BACKBONES = ("vgg16_bn", "vgg11_bn", "plain18", "plain34", "resnet18", "resnet34")

@@ -205,7 +205,7 @@ def _control_lines(results: dict, where: str) -> list[str]:
     """The positive control's comparison and the gate, before anything it decides."""
     lines = []
     for at, c in _controls(results, where):
-        lines.append(f"Positive control{_part(c)}: {_comparison_text(c, at)}")
+        lines.append(f"Positive control{_part(c)}: {_comparison_text(c, at, headline=True)}.")
         lines += _chance_caveat(c, at)
     gate = _get(results, "gate", str, where)
     if gate:
@@ -260,13 +260,14 @@ def _degradation_and_comparison_lines(results: dict, where: str) -> list[str]:
                                _mean_ci(d.get("val_error"), f"{at}.val_error"),
                                len(_get(d, "at_chance", list, at, []))]))
     stuck = {d.get("model") for d in nets if d.get("at_chance")}  # each entry checked above
-    comparisons = [(label, _comparison_text(c, f"{where}.{kind}[{i}]"), _nets_of(kind, i, c, results, where))
+    comparisons = [(label, _comparison_text(c, f"{where}.{kind}[{i}]", headline=True),
+                    _nets_of(kind, i, c, results, where))
                    for kind, label in KINDS for i, c in enumerate(_get(results, kind, list, where, []))]
     if comparisons:
         lines += ["", f"Comparisons (one family: {_md(results.get('family') or 'not adjusted')}):"]
         for label, text, models in comparisons:
             at_chance = [m for m in models if m in stuck]
-            lines.append(f"- {label}, {text}" + (
+            lines.append(f"- {label}: {text}" + (
                 f"; not read as evidence about depth: {_md(', '.join(at_chance))} did not leave chance in every seed"
                 if at_chance else ""))  # as the job's notes (results.degradation_notes)
     return lines

@@ -52,7 +52,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     report = out / "report"
     md = (report / "report.md").read_text()
     assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px" in md
-    assert "paper AP50 / AP" not in md and "chance (random boxes)" in md and "## Comparisons" in md
+    assert "paper AP50 / AP" not in md and "chance (random boxes)" in md
     assert md.index("## Result\n\n- ") < md.index("| vgg16_bn_frozenbn_pretrained |")  # the sentences first
     assert "| vgg16_bn_frozenbn_pretrained |" in md and "| resnet101_gn_scratch_3x |" in md  # the job's groups
     for png in ("qualitative.png", "pretraining.png"):
@@ -125,4 +125,4 @@ def test_the_degradation_preset_is_a_job_of_its_own_with_a_report(tmp_path):
     assert results["groups"] == [] and len(results["degradation_comparisons"]) == 2
     assert results["interactions"][0]["adjustment"]["size"] == 2 + 1 + 2  # depths, interaction, Fig. 7
     md = (out / "report" / "report.md").read_text()
-    assert "## Degradation (paper Figs. 1, 6, 7)" in md and "box AP" not in md
+    assert "## Degradation (paper Figs. 1, 6, 7)" in md and "| name | backbone |" not in md  # no detection table

@@ -9,10 +9,12 @@ import pytest
 
 from detection.main_job.checks import check_arms
 from detection.main_job.cli import build_parser, plan_from_args
-from detection.main_job.control import control_lines
+from detection.main_job.control import NO_CONTROL, control_lines
+from detection.main_job.headline import headline_lines
 from detection.main_job.plan import MainJobPlan, PlanError, plan_stages
 from detection.main_job.presets import CONTROL_FRACTION, PRESETS
-from detection.main_job.results import generated_notes, job_results, summary_lines
+from detection.main_job.results import JobResults, generated_notes, job_results, summary_lines
+from detection.report.comparison import compare
 from fabricated_runs import make_run
 
 BACKBONES = ("resnet18", "plain18", "resnet50", "resnet34")
@@ -225,7 +227,7 @@ def test_a_pooled_part_keeps_its_control_recomputed_and_the_gate_it_sets(tmp_pat
     assert control["part"] == "job/results.json" and (control["call"] == control["a"]) == called
     assert (pooled["gate"] is None) == called
     assert any(c["call"] for c in pooled["deltas"]) == called
-    assert "Positive control (job/results.json): resnet18_frozenbn_pretrained vs" in render(pooled)
+    assert "Positive control (job/results.json): resnet18_frozenbn_pretrained " in render(pooled)
 
 
 def test_the_expected_resolution_lists_only_the_arm_comparisons_the_plan_makes():
@@ -239,3 +241,11 @@ def test_the_expected_resolution_lists_only_the_arm_comparisons_the_plan_makes()
     pairs = {(e.a, e.b) for e in r.expected}
     assert ("resnet101_gn_pretrained", "resnet101_gn_scratch") in pairs
     assert not any(a.endswith("_gn_pretrained") and b.endswith("_gn_scratch_3x") for a, b in pairs), pairs
+
+
+def test_the_reports_first_sentences_are_the_calls_then_why_a_job_without_a_control_makes_none():
+    """headline_lines: a job with no control says its comparison first, then that nothing is called."""
+    c = compare("AP", "r101", {"p0": [48.2]}, "pretraining run", "vgg", {"p0": [58.7]}, "pretraining run")
+    lines = headline_lines(JobResults(deltas=[c], gate=NO_CONTROL))
+    assert lines[0].startswith("r101 vs vgg: ΔAP -10.5 (1 vs 1 pretraining runs), no call: r101 has one pretraining")
+    assert lines[1].startswith("No ranking: the job ran no positive control")

@@ -41,7 +41,7 @@ def test_a_changed_number_makes_the_check_fail_and_regeneration_fixes_it(tmp_pat
     doc.write_text(regenerate(doc))
     assert stale_blocks(doc) == [] and doc.read_text().startswith("Prose stays.\n") and "More prose." in doc.read_text()
     # decided anew from the per-unit values, on today's metric (AP), whatever the file recorded (AP50)
-    assert "backbones, b vs a: ΔAP +9.50" in doc.read_text() and "Holm step-down over 1" in doc.read_text()
+    assert "- backbones: b is ahead of a by 9.5 AP [" in doc.read_text() and "Holm step-down over 1" in doc.read_text()
     groups[0]["values"]["AP"]["p1"] = [95.0]  # the file changes, the document does not
     (tmp_path / "results" / "job.json").write_text(json.dumps(results))
     assert stale_blocks(doc) == ["results/job.json"]
@@ -245,3 +245,29 @@ def test_a_headline_citing_a_job_without_exactly_one_backbone_comparison_is_one_
     (tmp_path / "README.md").write_text("<!-- headline: f.json -->\n<!-- end headline -->\n")
     with pytest.raises(ResultsDocError, match=r"f.json.deltas: a headline is one backbone comparison, the file has 0"):
         stale_blocks(tmp_path / "README.md")
+
+
+def test_a_demo_block_shows_the_jobs_panel_time_machine_and_table_and_goes_stale_with_them(tmp_path):
+    """The README's `make demo`: the panel beside the results file, the job's measured minutes with the machine and
+    day, and its groups' table -- all from the job's files, so the time cannot disagree with the run shown."""
+    _headline_job(tmp_path, {0: [50.0]}, {0: [56.0]})
+    path = tmp_path / "results" / "job.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "wall_minutes": 15.2,
+                                "machine": "Intel(R) Xeon(R) Processor, 2 CPUs", "date": "2026-12-07"}))
+    doc = tmp_path / "README.md"
+    doc.write_text("<!-- demo: results/job.json -->\n<!-- end demo -->\n")
+    with pytest.raises(ResultsDocError, match=r"README.md: a demo block cites one job and its panel "
+                                              r"results/job_panel.png beside it"):
+        regenerate(doc)
+    (tmp_path / "results" / "job_panel.png").write_bytes(b"\x89PNG")
+    doc.write_text(regenerate(doc))
+    text = doc.read_text()
+    assert "![make demo: val detections of each detector](results/job_panel.png)" in text
+    assert ("`make demo` took 15.2 min (stages, chance level and report; set-up aside) on Intel(R) Xeon(R) Processor, "
+            "2 CPUs, 2026-12-07.") in text
+    assert "| r101 | frozenbn_pretrained | 1 pretraining run |" in text and stale_blocks(doc) == []
+    path.write_text(json.dumps({**json.loads(path.read_text()), "wall_minutes": 19.9}))
+    assert stale_blocks(doc) == ["results/job.json"]  # the time changed, the README did not
+    path.write_text(json.dumps({**json.loads(path.read_text()), "wall_minutes": None}))  # --report-only's
+    with pytest.raises(ResultsDocError, match=r"results/job.json: a demo block states the job's time"):
+        regenerate(doc)
