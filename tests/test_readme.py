@@ -127,8 +127,16 @@ def test_the_demo_time_is_one_measured_figure_generated_with_its_machine():
     assert re.search(r"`make demo` took \d+\.\d min .* on .+, \d{4}-\d\d-\d\d\.", blocks[0][1])
     outside = text.replace(blocks[0][1], "")
     minutes = re.compile(r"\d+(?:[.-]\d+)? ?min")
-    assert not [ln for ln in outside.splitlines() if "make demo " in ln and minutes.search(ln)]
+    assert not [ln for ln in outside.splitlines() if re.search(r"make demo\b(?!-)", ln) and minutes.search(ln)]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert not minutes.search(makefile.split("demo:", 1)[1].split(";", 1)[0])
     preset_help = next(a.help for a in build_parser()._actions if "--preset" in a.option_strings)
     assert not minutes.search(preset_help.split("; headline", 1)[0])
+
+
+def test_results_md_holds_the_current_results_in_at_most_20k_characters_and_links_the_history_once():
+    """RESULTS.md is the current results, not a lab notebook: earlier designs go to docs/history/, whose index it
+    links once."""
+    text = _read("RESULTS.md")
+    assert len(text) <= 20_000, f"RESULTS.md has {len(text)} characters: move earlier runs to docs/history/"
+    assert text.count("](docs/history/README.md)") == 1 and (ROOT / "docs" / "history" / "README.md").is_file()

@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
     ap.add_argument("--add", nargs=2, metavar=("JOB_DIR", "NAME"),
                     help="copy a finished main job's results.json to results/NAME.json and its report's panel to "
-                         "results/NAME_panel.png (refused if either exists), then regenerate")
+                         "results/NAME_panel.png (refused if either exists), then regenerate the documents; to cite "
+                         "it, point a block's marker at results/NAME.json")
     ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
     with user_errors(args.debug, extra=(ResultsDocError,)):

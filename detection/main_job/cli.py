@@ -209,7 +209,7 @@ def _main(argv: list[str] | None = None) -> int:
             print("[main job] error: --report-only: unfinished stages: " + "; ".join(s.title for s in missing),
                   file=sys.stderr)
             return 1
-        return _report(plan, stages, out, t_start, args, threads, given_top1)
+        return _report(plan, stages, out, t_start, args, threads, given_top1, timed=False)
     if plan.scale == "paper" and args.dry_run:
         _print_paper_dry_run(plan, stages, out, args.gpu_tflops)
         return 0
@@ -230,12 +230,13 @@ def _main(argv: list[str] | None = None) -> int:
           if data_line else f"[main job] {data_text(plan, None)}; no estimate before the stages report progress "
           "(paper scale: nothing is timed on this machine; --dry-run gives GPU-hours)", flush=True)
     _stop_on_signals()
+    whole = not any(stage_done(s) for s in stages)  # every stage runs now: the job's minutes are measured here
     try:
         run_graph(stages, args.jobs, threads, estimator, lambda m: print(m, flush=True), gpus=plan.gpus)
     except RuntimeError as err:  # a failed stage, or a StageConflict
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
-    return _report(plan, stages, out, t_start, args, threads, given_top1)
+    return _report(plan, stages, out, t_start, args, threads, given_top1, timed=whole)
 
 
 def _checked_plan(args) -> MainJobPlan:
@@ -426,7 +427,10 @@ def _control_details(results) -> list[ReportSection]:
     return [ReportSection("Positive control", lines=tuple(lines))] if results.control_fraction is not None else []
 
 
-def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict) -> int:
+def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict, *,
+            timed: bool) -> int:
+    """The chance level, the report, the summary and results.json; timed: every stage ran in this process, so its
+    minutes since t_start are the job's (results.json's wall_minutes; not after --report-only or reused stages)."""
     print(f"[main job] chance level and report ({(time.time() - t_start) / 60:.1f} min so far)", flush=True)
     from backbones.strict_json import strict_json
     from detection.report import write_report
@@ -453,7 +457,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                          details=leaderboard + _control_details(results),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one
                          compared_metric=COMPARED_METRICS[0])
-    results.wall_minutes = None if args.report_only else round((time.time() - t_start) / 60.0, 1)
+    results.wall_minutes = round((time.time() - t_start) / 60.0, 1) if timed else None
     results.machine, results.date = machine_text(), time.strftime("%Y-%m-%d")
     summary = "\n".join(summary_lines(results, plan, chance, results.data))
     atomic_write_text(out / JOB_SUMMARY, summary + "\n")

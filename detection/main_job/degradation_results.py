@@ -111,7 +111,7 @@ def degradation_comparison_lines(results) -> list[str]:
 def degradation_table(results) -> tuple[list[str], list[list[str]]]:
     """Each net's final errors over its seeds as the report's table (head, rows): mean ± sd, the paper's Table 6
     columns plus the training error its Fig. 6 plots."""
-    head = ["net", "units", "depth", "seeds", "training error %", "val error %"]
+    head = ["net", "blocks", "depth", "seeds", "training error %", "val error %"]
     return head, [[d.model, "residual" if d.residual else "plain", str(d.depth),
                    str(d.train_error.runs if d.train_error else 0), pm(d.train_error, runs=False),
                    pm(d.val_error, runs=False)]

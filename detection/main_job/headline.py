@@ -18,14 +18,17 @@ def _control_sentences(results: JobResults) -> list[str]:
     what = f"{results.control_fraction:g} of the {results.control_kind or 'pretraining'}"
     lines = [f"Positive control ({what} against the whole, same recipe): "
              + (c.headline() if c is not None else "no result") + "."]
+    if c is not None and c.call is not None and c.call != c.a:  # called, but the wrong way round
+        lines.append("The control came out the wrong way round (the shortened budget ahead of the whole).")
     if results.control_at_chance:
         lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): "
                      "called, it shows only that the job tells a trained backbone from an untrained one.")
     if results.gate:
-        lines.append(f"So this job cannot rank backbones ({results.gate.split(' (')[0]}): every comparison below "
-                     "is shown with its interval and makes no call.")
+        lines.append(f"So this job cannot rank backbones ({results.gate.split(' (')[0]}): every transfer comparison "
+                     "below is shown with its interval and makes no call.")
     else:
-        lines.append("The control was called, so the comparisons below are decided (Holm over the job's family).")
+        lines.append("The control was called, so the transfer comparisons below are decided (Holm over the job's "
+                     "family).")
     return lines
 
 

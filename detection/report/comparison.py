@@ -176,7 +176,8 @@ class Comparison:
         half = t_quantile(1.0 - self.alpha, self.df) * self.se
         return -margin < self.delta - half and self.delta + half < margin
 
-    def _no_interval(self) -> str:
+    def no_interval(self) -> str:
+        """Why there is no interval, in a few words (a table cell's)."""
         if min(self.units) < 2:
             return f"one {self.unit_a if self.units[0] < 2 else self.unit_b}"
         return "identical unit means"
@@ -199,28 +200,13 @@ class Comparison:
         return (f"; {adj.method} over {adj.size}: [{lo:+.{nd}f}, {hi:+.{nd}f}] at {100 * (1 - adj.alpha):.4g}%, "
                 f"p {self.p_value:.3g}, adjusted {adj.p:.3g}")
 
-    def cell(self, nd: int = 2) -> str:
-        """A table cell: the interval (and its family-adjusted one), P(A > B), n and df, and the call (the
-        table's Δ column holds delta)."""
-        p = f"P(A>B) {self.p_a_better:.2f}"
-        n = f"n {self.units[0]} vs {self.units[1]}"
-        if self.interval is None:
-            return f"{p}, {n}; no call: {self._no_interval()}"
-        lo, hi = self.interval
-        adj = self.adjustment
-        held = "" if adj is None or adj.interval is None else (
-            f", Holm/{adj.size} [{adj.interval[0]:+.{nd}f}, {adj.interval[1]:+.{nd}f}] p {adj.p:.2g}")
-        gated = (f"; no call: {self._gate_head()} (MDE {self.mde:.{nd}f})" if adj is not None and adj.gate
-                 else "")
-        test = "" if self.test_set_se is None else f", test-set SE {self.test_set_se:.{nd}f}"
-        return (f"[{lo:+.{nd}f}, {hi:+.{nd}f}]{held}, {p}, {n}, df {self.df:.1f}{test}"
-                + (gated or ("; " + (f"{self.call} ahead" if self.call else f"no call (MDE {self.mde:.{nd}f})"))))
-
-    def headline(self, nd: int = 1) -> str:
+    def headline(self, nd: int | None = None) -> str:
         """The comparison as the first sentence a reader sees, names included: who is ahead and by how much, or
         that the job saw no difference and the smallest one it could have seen, then the numbers the decision rests
         on (describe() has them all). "A is ahead of B by 4.1 AP [1.2, 7.0] (95% CI, Holm step-down over 6; 5 vs 5
-        pretraining runs)"."""
+        pretraining runs)"; for a metric where lower is better, "A has a lower training error than B by ...". nd:
+        decimals (default 1, 2 below a difference of 1: a call never prints an interval that touches 0)."""
+        nd = nd if nd is not None else self._decimals()
         counts = _counts_of(self)
         observed = f"Δ{self.metric} {self.delta:+.{nd}f}"
         if self.interval is None:
@@ -236,9 +222,19 @@ class Comparison:
             return f"{self.a} vs {self.b}: no difference this job could see: {numbers}{mde}"
         ahead = self if (self.delta > 0) == self.higher_is_better else self.reversed()  # ahead minus behind
         lo, hi = ahead.decided_by if self.higher_is_better else (-ahead.decided_by[1], -ahead.decided_by[0])
-        lower = "" if self.higher_is_better else "lower "
-        return (f"{ahead.a} is ahead of {ahead.b} by {abs(self.delta):.{nd}f} {lower}{self.metric} "
-                f"[{lo:.{nd}f}, {hi:.{nd}f}] ({level}; {_counts_of(ahead)})")
+        size = f"{abs(self.delta):.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}] ({level}; {_counts_of(ahead)})"
+        if self.higher_is_better:
+            return f"{ahead.a} is ahead of {ahead.b} by {size.replace(' [', f' {self.metric} [', 1)}"
+        return f"{ahead.a} has a lower {self.metric} than {ahead.b}, by {size}"
+
+    def _decimals(self) -> int:
+        """1, or 2 below a difference of 1, or more until a called interval's bound nearest 0 does not print as 0."""
+        nd = 1 if abs(self.delta) >= 1.0 else 2
+        ci = self.decided_by
+        if self.call is not None and ci is not None:
+            while nd < 4 and round(min(abs(ci[0]), abs(ci[1])), nd) == 0.0:
+                nd += 1
+        return nd
 
     def describe(self, nd: int = 2) -> str:
         """One line: Δ, the interval (and its family-adjusted one), P(A > B), the units, df and the call or why

@@ -44,15 +44,11 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Table:
-    """head and rows of cells; wrap: text cells that may wrap (config values, paths), not numbers that must not;
-    split: in HTML, columns [:split] in one table and the first column with [split:] in a second, titled
-    split_title, whose cells wrap (the comparisons: sentences), so each fits a 1280-px window."""
+    """head and rows of cells; wrap: text cells that may wrap (config values, paths), not numbers that must not."""
 
     head: list
     rows: list
     wrap: bool = False
-    split: int | None = None
-    split_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,11 +124,7 @@ def render_markdown(doc: Document) -> str:
 
 
 def _table_html(t: Table) -> str:
-    if t.split is None:
-        return html_table(t.head, t.rows, wrap=t.wrap)
-    left = html_table(t.head[:t.split], [r[:t.split] for r in t.rows])
-    right = html_table(t.head[:1] + t.head[t.split:], [r[:1] + r[t.split:] for r in t.rows], wrap=True)
-    return f"{left}<h3>{html.escape(t.split_title)}</h3>{right}"
+    return html_table(t.head, t.rows, wrap=t.wrap)
 
 
 def _section_html(s: Section) -> str:

@@ -56,7 +56,16 @@ GLOSSARY: dict[str, str] = {
     # the comparisons table and the sentences
     "A": "the first group of a comparison (Δ is A minus B)",
     "B": "the second group of a comparison",
-    "metric": "what a comparison is decided on: AP (COCO's AP@[.5:.95]) for detection, declared before the job ran",
+    "metric": "what a comparison is decided on, declared before the job ran: AP (COCO's AP@[.5:.95]) for COCO-style "
+              "detection, AP50 for VOC, training error for the degradation nets",
+    "test-set SE": "how far Δ moves when the test images are drawn again with the units fixed (shown, not in the "
+                   "interval)",
+    # the degradation experiment's table
+    "net": "a CIFAR network of the paper's Sec. 4.2 (6n+2 layers)",
+    "blocks": "residual (with shortcuts) or plain (the same layers without them)",
+    "seeds": "training runs of the net, each from its own seed",
+    "training error %": "the net's final error on its training items (the paper's Figs. 1 and 6)",
+    "val error %": "the net's final error on held-out items",
     "Δ (A − B)": "the difference of the two groups' means (the mean of each group's unit means)",
     "unit": "what varies independently in a group: a pretraining run (its detection runs nested under it) for a "
             "pretrained group, a run for a group trained from scratch",

@@ -37,7 +37,8 @@ LINESTYLES = ("-", "--", "-.", ":")  # with the colour, every line of a plot tel
 
 
 def _style(i: int) -> dict:
-    return {"color": f"C{i % 10}", "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+    """Ten colours, then the next line style: 40 lines before a pair repeats (the family job plots 21 runs)."""
+    return {"color": f"C{i % 10}", "linestyle": LINESTYLES[(i // 10) % len(LINESTYLES)]}
 
 
 def _legend_right(ax, **kwargs) -> None:
@@ -124,8 +125,8 @@ def _training_plot(logged: list, save) -> None:
 
 
 def _flops_plot(flops: list[RunGroup], save) -> None:
-    """AP against GMACs, each group labelled beside its point; error bars the 95% interval over its units where it
-    has one, and the caption says which groups have none."""
+    """AP against GMACs, one marker per group named in the legend; error bars the 95% interval over its units where
+    it has one, and the caption says which groups have none."""
     points = [(g, "AP" if g.first.kind == "coco" else "AP50") for g in flops]
     points = [(g, key) for g, key in points if g.mean(key) is not None and not math.isnan(g.mean(key))]
     if not points:
@@ -147,9 +148,9 @@ def _flops_plot(flops: list[RunGroup], save) -> None:
     ax.margins(x=0.15, y=0.15)
     ax.grid(alpha=0.3)
     _legend_right(ax)
-    bars = ("error bars: 95% interval over the group's units" + (f"; none for {', '.join(without)} (one unit)"
+    bars = ("error bars: 95% interval over the group's units" + (f"; none for {', '.join(without)} (no interval)"
                                                                   if without else "")
-            if len(without) < len(points) else "no error bars: one unit a group, no interval")
+            if len(without) < len(points) else "no error bars: no group has an interval")
     save(fig, "ap_vs_flops.png", f"AP vs backbone mult-adds ({bars})")
 
 

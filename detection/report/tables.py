@@ -178,10 +178,11 @@ def _is_vgg16(backbone: str) -> bool:
 
 
 def comparison_family(groups: list[RunGroup], baseline: RunGroup | None, metric: str,
-                      source: ComparisonSource | None) -> list[Comparison]:
+                      source: ComparisonSource | None, label: str = "") -> list[Comparison]:
     """The comparisons the report prints: each group against the baseline and against its scratch control. With
     `source` (the main job: its one family of comparisons, already adjusted) those are looked up there and a pair
-    outside it is not printed; without, the distinct pairs are one family, Holm-adjusted (comparison.adjust)."""
+    outside it is not printed; without, the distinct pairs are one family, Holm-adjusted (comparison.adjust) and
+    named with `label` (the kind of result: a report of COCO and VOC runs has a family of each)."""
     pairs = [(g, baseline) for g in groups if baseline is not None and g is not baseline and g.n]
     pairs += [(g, ctrl) for g in groups if (ctrl := scratch_control(g, groups)) is not None]
     unique: dict[frozenset, Comparison] = {}
@@ -192,15 +193,16 @@ def comparison_family(groups: list[RunGroup], baseline: RunGroup | None, metric:
             if c is not None:
                 unique[key] = c
     family = list(unique.values())
-    return family if source is not None else adjust(family, f"this report's {len(family)} comparisons")
+    return family if source is not None else adjust(family, f"this report's {len(family)} {label}comparisons")
 
 
 def comparisons_table(family: list[Comparison]) -> tuple[list[str], list[list[str]]]:
     """One row per comparison: Δ (A minus B), its 95% interval and the family-adjusted one, P(A > B), the units,
     and the call or the smallest difference it could have called. Names and numbers do not wrap (a name broken
     inside read as two), so the call is "A ahead" / "B ahead" of the row's two groups."""
-    head = ["A", "B", "metric", "Δ (A − B)", "95% CI", "family-adjusted CI (level)", "P(A > B)", "units (df)",
-            "call"]
+    with_se = any(c.test_set_se is not None for c in family)
+    head = ["A", "B", "metric", "Δ (A − B)", "95% CI", "family-adjusted CI (level)",
+            *(["test-set SE"] if with_se else []), "P(A > B)", "units (df)", "call"]
     rows = []
     for c in family:
         adj = c.adjustment
@@ -209,12 +211,12 @@ def comparisons_table(family: list[Comparison]) -> tuple[list[str], list[list[st
         units = (f"{c.units[0]} vs {c.units[1]} {c.unit_a}s" if c.unit_a == c.unit_b else
                  f"{c.units[0]} {c.unit_a}s vs {c.units[1]} {c.unit_b}s") + ("" if c.df is None else f" ({c.df:.1f})")
         if c.interval is None:
-            call = "no call: no interval (one unit)"
+            call = f"no call: no interval ({c.no_interval()})"
         elif adj is not None and adj.gate:
             call = f"no call: {adj.gate.split(' (')[0]} (MDE {c.mde:.2f})"
         else:  # the row names both groups: the call says which column is ahead
             call = ("A ahead" if c.call == c.a else "B ahead") if c.call else f"no call (MDE {c.mde:.2f})"
         rows.append([c.a, c.b, c.metric, f"{c.delta:+.2f}",
                      "—" if c.interval is None else f"[{c.interval[0]:+.2f}, {c.interval[1]:+.2f}]", held,
-                     f"{c.p_a_better:.2f}", units, call])
+                     *([fmt(c.test_set_se, 2)] if with_se else []), f"{c.p_a_better:.2f}", units, call])
     return head, rows

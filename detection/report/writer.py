@@ -244,7 +244,7 @@ def _result_sections(said: list[str], tables: list[tuple[str, Table, str]]) -> l
         return [Section("Result", intro=tuple(said))] if said else []
     first, *more = tables
     return [Section("Result" if len(tables) == 1 else f"Result ({first[0]})", (first[1],), (first[2],),
-                    intro=tuple(said) or ("No comparison: one group.",)),
+                    intro=tuple(said) or ("No comparison was made.",)),
             *(Section(f"Result ({label})", (t,), (line,)) for label, t, line in more)]
 
 
@@ -252,7 +252,8 @@ def _family(groups, kind: str, baseline, source, metric) -> tuple[RunGroup | Non
     """(the baseline, the comparisons) of one kind's groups (unfinished runs appear in every kind)."""
     group = [g for g in groups if g.first.kind in (kind, "")]
     base = baseline_group(group, baseline)
-    return base, comparison_family(group, base, metric or RESULT_KINDS[kind].compared, source)
+    label = f"{kind.upper()} " if len({g.first.kind for g in groups if g.n}) > 1 else ""
+    return base, comparison_family(group, base, metric or RESULT_KINDS[kind].compared, source, label)
 
 
 def _family_json(base: RunGroup | None, family: list) -> dict:

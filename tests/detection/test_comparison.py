@@ -278,6 +278,21 @@ def test_the_mde_is_the_difference_called_with_80_percent_power_at_the_deciding_
     exact = TTestIndPower().solve_power(nobs1=8, alpha=0.05, power=0.8, ratio=1.0) * sd
     assert c.mde == pytest.approx(exact, rel=0.05)
     in_family = adjust([c, replace(c, a="C")], "two")[0]
-    assert in_family.mde > c.mde and f"(MDE {in_family.mde:.2f})" in in_family.cell()
+    assert in_family.mde > c.mde and f"the smallest difference it could see is {in_family.mde:.1f}" in \
+        in_family.headline(nd=1)
     assert f"the smallest difference it could call is {in_family.mde:.2f}" in in_family.describe()
     assert compare("AP", "A", {0: [1.0]}, "run", "B", b, "run").mde is None  # one unit: no spread, no resolution
+
+
+def test_the_headline_names_the_lower_error_as_such_with_a_positive_interval():
+    """For an error (lower is better) the sentence says which net has the lower value and by how much, the interval
+    of that gap positive; a difference below 1 gets two decimals, so a call never prints an interval touching 0."""
+    c = compare("training error", "plain56", {s: [v] for s, v in enumerate((30.0, 31.0, 29.5))}, "run",
+                "plain20", {s: [v] for s, v in enumerate((20.0, 20.5, 19.0))}, "run", higher_is_better=False)
+    assert c.call == "plain20"
+    lo, hi = c.interval  # plain56 minus plain20: positive, the gap plain20 is lower by
+    assert lo > 0 and c.headline() == (f"plain20 has a lower training error than plain56, by {abs(c.delta):.1f} "
+                                       f"[{lo:.1f}, {hi:.1f}] (95% CI; 3 vs 3 runs)")
+    small = compare("AP", "a", {s: [v] for s, v in enumerate((10.3, 10.35, 10.32))}, "run",
+                    "b", {s: [v] for s, v in enumerate((10.0, 10.02, 10.01))}, "run")
+    assert small.call == "a" and small.headline().startswith(f"a is ahead of b by {small.delta:.2f} AP [")

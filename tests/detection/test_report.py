@@ -119,7 +119,7 @@ def test_every_table_of_the_main_jobs_report_fits_a_1280_px_window(tmp_path):
                                      if init == "pretrained" else ""))
                 labels.append(f"{model}_{init}")
     section = ReportSection("Degradation", lines=("cifar_plain56 vs cifar_plain20: Δtraining error +27.51",),
-                            table=(["net", "units", "depth", "seeds", "training error %", "val error %"],
+                            table=(["net", "blocks", "depth", "seeds", "training error %", "val error %"],
                                    [["cifar_plain56", "plain", "56", "2", "89.9 ± 0.0", "90.4 ± 0.1"]]))
     paths = write_report(runs, tmp_path / "report", groups=labels, title="The main job", figures=[section],
                          chance={"embedded_val": {"AP": 0.04, "AP50": 0.26}})
@@ -233,7 +233,7 @@ def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(
     r50 = cmp[("r50", "vgg")]
     assert r50["95% CI"] == "[+2.58, +16.42]" and r50["family-adjusted CI (level)"].startswith("[-5.26, +24.26]")
     assert r50["call"] == "no call (MDE 16.06)"
-    assert cmp[("r18", "vgg")]["call"] == "no call: no interval (one unit)"
+    assert cmp[("r18", "vgg")]["call"] == "no call: no interval (one run)"
     said = json.loads(paths["json"].read_text())["headline"]
     assert "r50 vs vgg: no difference this job could see: ΔAP +9.5 [-5.3, +24.3] (98.33% CI, Holm step-down over 3; " \
            "2 vs 2 runs); the smallest difference it could see is 16.1 AP." in said

@@ -51,10 +51,10 @@ def test_ap_vs_gmacs_draws_error_bars_only_where_a_group_has_an_interval_and_say
     _flops_plot(group_runs(runs), save)
     (_, _, caption), = figs
     assert caption == ("AP vs backbone mult-adds (error bars: 95% interval over the group's units; none for vgg "
-                       "(one unit))")
+                       "(no interval))")
     figs, save = _captured()
     _flops_plot(group_runs(runs[2:]), save)
-    assert figs[0][2] == "AP vs backbone mult-adds (no error bars: one unit a group, no interval)"
+    assert figs[0][2] == "AP vs backbone mult-adds (no error bars: no group has an interval)"
 
 
 def test_table_headers_break_only_between_words_and_after_the_underscores_of_a_name():

@@ -13,6 +13,7 @@ from detection.main_job.compare import recomputed
 from detection.report.comparison import compare
 from detection.report.groups import compare_groups, group_runs
 from detection.report.runs import RunResult
+from detection.report.tables import comparisons_table
 from detection.report.test_sampling import test_set_se as se_over_draws  # (a test_ name pytest would collect)
 
 
@@ -48,7 +49,8 @@ def test_a_comparison_of_two_groups_on_one_test_set_carries_the_sd_of_delta_over
     delta = np.mean(per_run[:3], axis=0) - np.mean(per_run[3:], axis=0)
     assert c.test_images == IMAGES and c.test_set_se == pytest.approx(np.std(delta, ddof=1), rel=1e-12)
     assert f"test-set sampling SE {c.test_set_se:.2f} ({IMAGES} images redrawn)" in c.describe()
-    assert f"test-set SE {c.test_set_se:.2f}" in c.cell()
+    head, (row,) = comparisons_table([c])
+    assert dict(zip(head, row))["test-set SE"] == f"{c.test_set_se:.2f}"  # the report's table shows it
     same = compare_groups(a, group_runs(runs[:3], ["a2"] * 3)[0], "AP")
     assert same.test_set_se == 0.0  # the same runs on both sides: the draws move both alike
 

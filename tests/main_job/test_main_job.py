@@ -93,7 +93,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     assert "## Degradation (paper Figs. 1, 6, 7)" in md and "cifar_plain56 vs cifar_plain20: Δtraining error" in md
     assert "depth x shortcut interaction" in md and "the criterion every net must meet" in md
     assert md.startswith("# Pretrain, transfer, compare: ")  # the job's title, not its last section's
-    assert "| net | units | depth | seeds | training error % | val error % |" in md
+    assert "| net | blocks | depth | seeds | training error % | val error % |" in md
     assert "| cifar_resnet56 | residual | 56 | 2 |" in md
     for png in ("degradation.png", "layer_responses.png"):
         assert (report / png).stat().st_size > 1000

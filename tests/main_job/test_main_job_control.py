@@ -15,6 +15,7 @@ from detection.main_job.plan import MainJobPlan, PlanError, plan_stages
 from detection.main_job.presets import CONTROL_FRACTION, PRESETS
 from detection.main_job.results import JobResults, generated_notes, job_results, summary_lines
 from detection.report.comparison import compare
+from detection.report.tables import comparisons_table
 from fabricated_runs import make_run
 
 BACKBONES = ("resnet18", "plain18", "resnet50", "resnet34")
@@ -164,8 +165,9 @@ def test_a_job_without_a_control_makes_no_calls(tmp_path):
     assert res.control is None and res.gate.startswith("the job ran no positive control")
     assert all(c.call is None for c in res.comparisons())
     assert "No ranking: the job ran no positive control" in _text(res, plan)
-    assert all(c.cell().endswith(f"no call: the job ran no positive control (MDE {c.mde:.2f})")
-               for c in res.comparisons() if c.interval is not None)
+    head, rows = comparisons_table([c for c in res.comparisons() if c.interval is not None])
+    assert rows and all(r[-1] == f"no call: the job ran no positive control (MDE {c.mde:.2f})"
+                        for r, c in zip(rows, [c for c in res.comparisons() if c.interval is not None]))
     degradation = job_results([], replace(MainJobPlan(), **PRESETS["degradation"]))
     assert degradation.gate is None and control_lines(degradation) == []  # no transfer legs: nothing to gate
 
