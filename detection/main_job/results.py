@@ -48,7 +48,7 @@ from .plan import MainJobPlan, Stage, group_label, pretraining_label
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
            "generated_notes", "data_text", "given_unit_text", "degradation_lines", "degradation_table",
            "degradation_comparison_lines",
-           "degradation_notes", "DETECT_METRICS", "COMPARED_METRICS", "SECONDARY_METRICS"]
+           "degradation_notes", "DETECT_METRICS", "COMPARED_METRICS", "SECONDARY_METRICS", "RUN_FIELDS"]
 
 DETECT_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 # The metric the job's comparisons decide on, declared before any run: AP@[.5:.95], the paper's COCO metric (Table
@@ -61,6 +61,9 @@ SECONDARY_METRICS = ("AP50", "AP75")
 # JobResults' lists of comparisons, in the order the job prints them (its one Holm family)
 COMPARISON_FIELDS = ("arms", "deltas", "plain_vs_residual", "degradation_comparisons", "interactions",
                      "layer_response_comparisons")
+# what results.json says of the run itself, not of its results: measured where and when it ran, so two runs of one
+# job differ in them (tools/compare_jobs.py and the tests compare the rest)
+RUN_FIELDS = ("wall_minutes", "machine", "date")
 # the degradation experiment's: CIFAR nets trained from scratch, no transfer; its own control is that every net left
 # chance (degradation_results), not the transfer control
 DEGRADATION_FIELDS = ("degradation_comparisons", "interactions", "layer_response_comparisons")

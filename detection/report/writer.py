@@ -138,19 +138,15 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
     """Write the report: report.md and report.html (one `Document`, two renderers), report.json, report.csv.
 
     Headline first: "Result" -- the sentences of what was found (`headline`: the caller's, e.g. the main job's
-    control and every call of its family; default: each comparison of the report's own family,
-    Comparison.headline) above the one results table (Detectron2 MODEL_ZOO's columns, box AP with its interval,
-    the chance level); then the figures a person looks at (the detections panel, PR curves, training curves, AP vs
-    GMACs, and the caller's `figures` sections); then the notes (`notes`: the caller's lines, then the generated
-    ones), the comparisons table, the caller's `details` sections, what differs, the conditions, pretraining, the
-    runs and a glossary of every term used.
-    baseline: a run (or group) name for the comparisons (default: the pretrained VGG-16 group, else the first
-    finished one); chance: {dataset: COCO stats of random boxes} (a row of the results table); groups: a group
-    label per run directory (default: runs whose configs differ only in SEED form a group), given_checkpoints the
-    weights files a user gave (groups.group_runs: their fine-tuning runs are the units); comparisons: where the
-    comparisons come from when the caller owns the family (the main job's, Holm-adjusted over everything the job
-    prints; default: the report's own pairs as one family); compared_metric: the metric they are on (default AP
-    for COCO-style runs, AP50 for VOC).
+    control and every call of its family; default: Comparison.headline of each comparison the report makes) above
+    the one results table (MODEL_ZOO's columns, box AP with its interval, chance); then the figures (the panel, PR
+    and training curves, AP vs GMACs, the caller's `figures`); then the notes (the caller's `notes`, then generated
+    ones), the comparisons, the caller's `details`, what differs, conditions, pretraining, runs and a glossary.
+    baseline: the group (or run) compared against (default: the pretrained VGG-16 group, else the first finished);
+    chance: {dataset: COCO stats of random boxes}; groups: a group label per run directory (default: configs that
+    differ only in SEED); given_checkpoints: weights files a user gave (their fine-tuning runs are the units);
+    comparisons: the caller's family when it owns one (the main job's, Holm over all it prints; default: the
+    report's pairs as one family); compared_metric: theirs (default AP for COCO-style runs, AP50 for VOC).
     """
     _check_run_dirs(run_dirs, [*figures, *details])
     out = Path(out_dir)
@@ -175,11 +171,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         *([Section("Figures", figures=tuple(plots))] if plots else []), *map(_section, figures),
         *([Section("Notes", lines=tuple(notes))] if notes else []),
         *_comparison_sections(families, comparisons is not None), *map(_section, details),
-        *_differences_section(differences),
-        Section("Conditions (read from the runs)", lines=tuple(conditions), bullets=True),
-        *_pretraining_section(pretrain, pre_plots),
-        Section("Runs", tables=(Table(["run", "status", "directory"], [[r.name, r.status, r.path] for r in runs],
-                                      wrap=True),)))
+        *_record_sections(differences, conditions, pretrain, pre_plots, runs))
     document = Document(title, (*body, glossary_section(body)))
     paths = {"markdown": out / "report.md", "html": out / "report.html", "json": out / "report.json",
              "csv": out / "report.csv"}
@@ -192,15 +184,30 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
                         else differences), "chance": chance or {}, "warnings": repeated_seed_warnings(groups),
         **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}, default=str))
-    table = io.StringIO(newline="")
-    for kind, (_, family) in families.items():
-        head, rows = comparisons_table(family)
-        csv_rows += [["table", *head]] + [[f"{kind}_comparisons", *row] for row in rows]
-    csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows])
-    atomic_write_text(paths["csv"], table.getvalue())
+    atomic_write_text(paths["csv"], _csv_text(csv_rows, families))
     for f, _ in pre_plots + panel + plots:
         paths[f] = out / f
     return paths
+
+
+def _record_sections(differences, conditions: list[str], pretrain: list[PretrainInfo], pre_plots: list,
+                     runs: list[RunResult]) -> list[Section]:
+    """The record after the details: what differs, the conditions, the pretraining, the runs."""
+    return [*_differences_section(differences),
+            Section("Conditions (read from the runs)", lines=tuple(conditions), bullets=True),
+            *_pretraining_section(pretrain, pre_plots),
+            Section("Runs", tables=(Table(["run", "status", "directory"], [[r.name, r.status, r.path] for r in runs],
+                                          wrap=True),))]
+
+
+def _csv_text(csv_rows: list, families: dict) -> str:
+    """report.csv: the results tables' rows, then each kind's comparisons (a spreadsheet's formulas defused)."""
+    for kind, (_, family) in families.items():
+        head, rows = comparisons_table(family)
+        csv_rows = csv_rows + [["table", *head]] + [[f"{kind}_comparisons", *row] for row in rows]
+    table = io.StringIO(newline="")
+    csv.writer(table).writerows([[csv_cell(c) for c in row] for row in csv_rows])
+    return table.getvalue()
 
 
 def _check_run_dirs(run_dirs, sections) -> None:
