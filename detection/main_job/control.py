@@ -60,22 +60,34 @@ def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict,
                     f"vs the whole: {c.describe()})")
 
 
-def control_lines(results) -> list[str]:
-    """The control and what it allows, first in the ranking: "called, the job ranks" or "this job cannot rank"."""
+def control_lines(results, *, headline: bool = False) -> list[str]:
+    """The control and what it allows, first in the ranking: "called, the job ranks" or "this job cannot rank".
+    headline: the report's first sentences (Comparison.headline, the gate in a clause; a job without a control says
+    so after its comparisons, headline.py); else the summary's and the report details' lines (Comparison.describe,
+    the pretraining gap, the gate in full)."""
     c = results.control
     if results.control_fraction is None:
-        return [f"No ranking: {NO_CONTROL}."] if results.gate else []
+        return [f"No ranking: {NO_CONTROL}."] if results.gate and not headline else []
     head = (f"Positive control ({results.control_fraction:g} of the {results.control_kind or 'pretraining'} "
             "vs the whole, same recipe)")
-    lines = [f"{head}: {c.describe()}" if c is not None else f"{head}: no result"]
-    if results.control_top1 is not None:
+    said = "no result" if c is None else c.headline() + "." if headline else c.describe()
+    lines = [f"{head}: {said}"]
+    if c is not None and c.call is not None and c.call != c.a:
+        lines.append("The control came out the wrong way round (the shortened budget ahead of the whole).")
+    if results.control_top1 is not None and not headline:
         lines.append(f"Its pretraining gap: {results.control_top1.describe()}")
     if results.control_at_chance:
         lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): called, "
                      "it shows only that the job tells a trained backbone from an untrained one.")
-    if results.gate:
+    if results.gate and headline:
+        lines.append(f"So this job cannot rank backbones ({results.gate.split(' (')[0]}): every transfer comparison "
+                     "below is shown with its interval and makes no call.")
+    elif results.gate:
         lines.append(f"This job cannot rank backbones: {results.gate}. Every comparison below is shown with its "
                      "interval and makes no call.")
+    elif headline:
+        lines.append("The control was called, so the transfer comparisons below are decided (Holm over the job's "
+                     "family).")
     else:
         lines.append(f"Control called ({c.a} ahead by {c.delta:.2f} {c.metric}, 95% CI [{c.interval[0]:+.2f}, "
                      f"{c.interval[1]:+.2f}]): the family below is decided by Holm at 0.05.")

@@ -142,11 +142,6 @@ class RunGroup:
         m = self.metrics.get(key)
         return None if m is None else m.mean
 
-    def sd(self, key: str) -> float | None:
-        """The sd over all runs (what a plot's error bar shows); None with one run."""
-        m = self.metrics.get(key)
-        return None if m is None else m.sd
-
     def per_category(self) -> dict[str, float]:
         cats = sorted({c for r in self.finished for c in r.per_category})
         return {c: statistics.fmean([r.per_category[c] for r in self.finished if c in r.per_category])

@@ -214,7 +214,7 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     assert not (out / "report" / "transfer_scatter.png").exists()  # every net at chance: no point to draw
     md = (out / "report" / "report.md").read_text()
     said = md.split("## Result\n\n")[1].split("\n\n")[0]  # the first sentences: the control, what it allows
-    assert said.startswith("- Positive control (0.5 of the pretraining against the whole, same recipe): ")
+    assert said.startswith("- Positive control (0.5 of the pretraining vs the whole, same recipe): ")
     assert "So this job cannot rank backbones" in said and "Accuracy vs transfer: not computed" in said
     assert md.index("## Result") < md.index("## Leaderboard") and "not ranked" in md
 
