@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # pytest workers: 2 on this project's 2-core reference machine; override with `make test JOBS=8`.
 JOBS ?= 2
 
-.PHONY: setup test test-fast test-d2main demo demo-full demo-family demo-headline demo-quick lint benchmark device-check
+.PHONY: setup test test-fast test-d2main demo demo-degradation demo-family demo-headline demo-quick lint benchmark device-check
 
 setup:
 	$(PYTHON) tools/setup_env.py --venv $(VENV) --quiet
@@ -26,17 +26,15 @@ test-d2main: setup
 	$(PYTHON) tools/setup_env.py --venv $(VENV)-d2main --overlay-on $(VENV) --detectron2 $(D2_MAIN) --quiet
 	$(VENV)-d2main/bin/python -m pytest -n $(JOBS) -m d2main tests/detection
 
-# The main job's presets (detection/main_job/presets.py PRESETS). demo: the paper's FrozenBN arm and the GN scratch
-# control as rows, one seed per leg (its measured time and machine: README.md's `make demo` block); demo-full: GN
-# pretrained vs from scratch at 1x and 3x (3 units each) and then the degradation experiment (3 seeds), two jobs of at
-# most 150 minutes each; demo-family: six backbones of three families (the
-# leaderboard, accuracy vs transfer); demo-headline: VGG-16(BN) vs ResNet-101, 6 pretraining runs each and the control
-# (the README's first result); demo-quick: every arm at smoke scale, not converged.
+# The main job's presets (detection/main_job/presets.py PRESETS), each pretraining at 48 px (every kernel tap trained).
+# demo: the paper's setting (FrozenBN), one seed per leg (its measured time and machine: README.md's `make demo`
+# block); demo-headline: VGG-16(BN) vs ResNet-101, 5 pretraining runs each and the control (the README's first
+# result); demo-family: six backbones of three families (the leaderboard, accuracy vs transfer); demo-degradation:
+# the degradation experiment (3 seeds); demo-quick: every arm at smoke scale, not converged. Each <= 150 minutes.
 demo: setup
 	$(PY) tools/main_job.py --preset demo
 
-demo-full: setup
-	$(PY) tools/main_job.py --preset full
+demo-degradation: setup
 	$(PY) tools/main_job.py --preset degradation
 
 demo-family: setup

@@ -39,6 +39,8 @@ class ModelInfo:
     #                          None: the image as it is (CIFAR)
     first_conv: str  # the module of the first convolution (timm's pretrained_cfg: adapting input channels)
     classifier: str  # the module of the classifier (what num_classes replaces)
+    imagenet_top1_error: tuple[float, str] | None = None  # (ImageNet val top-1 error %, where it is published)
+    #   for the nets a paper or torchvision reports: the order a miniature's pretraining is read against
 
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {}

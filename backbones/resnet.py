@@ -27,6 +27,10 @@ from .width import check_width, scale_channels
 
 __all__ = ["ResNet", "resnet", "cifar_resnet", "final_activation", "IMAGENET_DEPTHS", "CIFAR_DEPTHS"]
 
+# He et al. 2016, Tables 2 and 3: ImageNet val top-1 error (%), 10-crop testing (ResNet-34: option A shortcuts, ours).
+IMAGENET_TOP1_ERROR = {name: (error, "He et al. 2016, Tables 2-3 (10-crop)") for name, error in (
+    ("plain18", 27.94), ("plain34", 28.54), ("resnet18", 27.88), ("resnet34", 25.03), ("resnet50", 22.85),
+    ("resnet101", 21.75), ("resnet152", 21.43))}
 # depth -> blocks per stage (res2..res5), Table 1.
 IMAGENET_DEPTHS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 CIFAR_DEPTHS = (20, 32, 44, 56, 110, 1202)  # 6n+2 with n = 3, 5, 7, 9, 18, 200
@@ -240,7 +244,7 @@ def _register() -> None:
         return ModelInfo(name, family, depth, residual, normalized=True, reference_lr=0.1,
                          zero_init_residual=residual, detection_design=None if cifar else "C4",
                          input_size=32 if cifar else 224, eval_resize=None if cifar else 256,
-                         first_conv="stem.conv1", classifier="fc")
+                         first_conv="stem.conv1", classifier="fc", imagenet_top1_error=IMAGENET_TOP1_ERROR.get(name))
 
     for depth in IMAGENET_DEPTHS:
         register_model(f"resnet{depth}", partial(resnet, depth), info(f"resnet{depth}", "resnet", depth, True))

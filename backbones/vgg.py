@@ -23,6 +23,11 @@ from .width import check_width, scale_channels
 
 __all__ = ["VGG", "vgg", "fc67", "VGG_DEPTHS", "VGG_FC_DIM"]
 
+# ImageNet val top-1 error (%): VGG-16 as He et al. 2016 Table 3 reports it (10-crop); the BN variants, which no paper
+# of ours reports, from torchvision's weights (VGG*_BN_Weights.IMAGENET1K_V1, single crop).
+IMAGENET_TOP1_ERROR = {"vgg16": (28.07, "He et al. 2016, Table 3 (10-crop)"),
+                       **{f"vgg{d}_bn": (round(100 - acc, 3), f"torchvision VGG{d}_BN_Weights.IMAGENET1K_V1 (1 crop)")
+                          for d, acc in ((11, 70.370), (13, 71.586), (16, 73.360), (19, 74.218))}}
 VGG_DEPTHS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
 VGG_WIDTHS = (64, 128, 256, 512, 512)
 VGG_FC_DIM = 4096  # fc6 / fc7
@@ -117,7 +122,8 @@ def _register() -> None:
             register_model(name, partial(vgg, depth, norm=norm) if norm else partial(vgg, depth),
                            ModelInfo(name, "vgg", depth, residual=False, normalized=bool(norm), reference_lr=0.01,
                                      zero_init_residual=False, detection_design="vgg_fc", input_size=224,
-                                     eval_resize=256, first_conv="conv1.conv1_1", classifier="fc"))
+                                     eval_resize=256, first_conv="conv1.conv1_1", classifier="fc",
+                                     imagenet_top1_error=IMAGENET_TOP1_ERROR.get(name)))
 
 
 _register()

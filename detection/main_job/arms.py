@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Arm", "ARMS", "ArmComparison", "ARM_COMPARISONS", "PRIMARY_ARM", "PAPER_ARM", "arm_comparisons",
+__all__ = ["Arm", "ARMS", "ArmComparison", "ARM_COMPARISONS", "PRIMARY_ARM", "PAPER_ARM", "GN_ARMS", "arm_comparisons",
            "unfair_keys"]
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ ARMS = {a.name: a for a in (
 )}
 PRIMARY_ARM = "gn_pretrained"
 PAPER_ARM = "frozenbn_pretrained"
+# The like-for-like design (GN pretrained vs GN from scratch, 1x and 3x): in no preset since it measured its
+# initialisation at width 0.25 (CONVERGENCE.md, "The GN arms"); `--arms` runs it.
+GN_ARMS = ("gn_pretrained", "gn_scratch", "gn_pretrained_3x", "gn_scratch_3x")
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ The plan itself and its stages: plan.py; its presets: presets.py."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from pathlib import Path
 
-from backbones import list_models, model_info
+from backbones import create_model, list_models, model_info
+from backbones.geometry import untrained_convs
 from classification.analysis.degradation import RECIPE
 from classification.engine.config import SEED_LIMIT
 
@@ -19,8 +21,8 @@ from .plan import SCALES, MainJobPlan, PlanError
 # The smallest pretraining image every detection backbone keeps a feature map at (total stride 32: res5 at 1x1).
 MIN_IMAGE_SIZE = 32
 
-__all__ = ["validate_plan", "detection_backbones", "arm_differences", "check_pretrained_weights_fit", "check_arms",
-           "start_build", "build_differences"]
+__all__ = ["validate_plan", "untrained_taps", "detection_backbones", "arm_differences", "check_pretrained_weights_fit",
+           "check_arms", "start_build", "build_differences"]
 
 
 def validate_plan(plan: MainJobPlan) -> None:
@@ -74,6 +76,42 @@ def validate_plan(plan: MainJobPlan) -> None:
         raise PlanError(f"--pretrain-images must be positive (leave it out for all), got {plan.pretrain_train_images}")
     _validate_data(plan)
     _validate_control(plan)
+    _validate_geometry(plan)
+
+
+@lru_cache(maxsize=64)
+def _untrained_by_stage(model: str, options: tuple, size: int) -> tuple[tuple[str, int, int, int], ...]:
+    net = create_model(model, num_classes=10, **dict(options))
+    stages: dict[str, list[int]] = {}
+    for conv in untrained_convs(net, size):
+        counts = stages.setdefault(conv.stage, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += conv.untrained
+        counts[2] += conv.untrained_weights
+    return tuple((stage, *counts) for stage, counts in stages.items())
+
+
+def untrained_taps(plan: MainJobPlan, model: str, norm: str = "BN") -> tuple[tuple[str, int, int, int], ...]:
+    """(stage, convs, taps, weights) that see only zero padding when `model` pretrains at the plan's image size
+    (backbones.geometry): they get no gradient there, and the detector would use them as initialised."""
+    options = tuple(sorted(plan.pretrain_options(model, norm).items()))
+    return _untrained_by_stage(model, options, plan.pretrain_image_size)
+
+
+def _validate_geometry(plan: MainJobPlan) -> None:
+    """Every kernel tap of a backbone the job pretrains on small images must see the image: a tap that multiplies
+    only padding at the pretraining size never trains, yet the detection head runs it on larger maps."""
+    if plan.scale != "embedded" or plan.allow_untrained_taps:
+        return
+    for model in plan.pretrained_here():
+        for norm in plan.pretrain_norms() or ["BN"]:
+            stages = untrained_taps(plan, model, norm)
+            if stages:
+                where = ", ".join(f"{s}: {taps} taps of {convs} convs ({weights:,} weights)"
+                                  for s, convs, taps, weights in stages)
+                raise PlanError(f"--pretrain-image-size {plan.pretrain_image_size}: {model}'s kernel taps that see "
+                                f"only padding at that size would never train ({where}); use 48 or more, or "
+                                "--allow-untrained-taps to run it anyway")
 
 
 def _validate_control(plan: MainJobPlan) -> None:

@@ -57,6 +57,7 @@ from .graph import (
 from .headline import headline_lines
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
 from .leg_configs import paper_config
+from .notes import generated_notes
 from .options import build_parser, plan_from_args
 from .paper_cost import IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
 from .plan import MainJobPlan, PlanError, Stage, plan_stages
@@ -66,7 +67,6 @@ from .results import (
     data_text,
     degradation_comparison_lines,
     degradation_table,
-    generated_notes,
     job_results,
     layer_mean,
     summary_lines,
@@ -189,7 +189,7 @@ def _main(argv: list[str] | None = None) -> int:
         raise PlanError(f"--gpu-tflops must be positive and finite, got {args.gpu_tflops}")
     project_files()  # no checkout to run the stages from: say so now, not when the first stage starts
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    out = Path(args.output_dir or ("output/main_job" if args.preset == "full" else f"output/main_job_{args.preset}"))
+    out = Path(args.output_dir or f"output/main_job_{args.preset}")
     out = out.expanduser().resolve()  # "--output-dir=~/x" reaches us unexpanded by the shell
     t_start = time.time()
     stages = plan_stages(plan, out)

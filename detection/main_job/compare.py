@@ -125,10 +125,11 @@ def _stages(job: Path) -> dict[str, Path]:
 
 
 # results.json's lists, in the order JobResults.comparisons() adjusts them (ties keep this order: the same ranks)
-COMPARISON_KINDS = ("arms", "gains", "deltas", "plain_vs_residual", "degradation_comparisons", "interactions",
-                    "layer_response_comparisons")
+COMPARISON_KINDS = ("pretraining_order", "arms", "gains", "deltas", "plain_vs_residual", "degradation_comparisons",
+                    "interactions", "layer_response_comparisons")
 #   ("gains": pretrained vs scratch in jobs written before the arms)
-DEGRADATION_KINDS = ("degradation_comparisons", "interactions", "layer_response_comparisons")  # no control gates them
+# no control gates them: the degradation experiment's and the pretraining order (results.UNGATED_FIELDS)
+UNGATED_KINDS = ("pretraining_order", "degradation_comparisons", "interactions", "layer_response_comparisons")
 
 
 def recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
@@ -144,7 +145,7 @@ def recomputed(res: dict, kind: str, index: int, d: dict) -> Comparison | None:
         if kind == "layer_response_comparisons":
             lr = res["layer_responses"]
             return compare(metric, a, lr[a], "run", b, lr[b], "run", higher_is_better=False)
-        if kind == "plain_vs_residual" and metric == TOP1_METRIC:  # the backbones' pretraining runs
+        if kind == "pretraining_order" or kind == "plain_vs_residual" and metric == TOP1_METRIC:  # pretraining runs
             return compare_top1(a, res["top1"][a]["units"], b, res["top1"][b]["units"])
         if kind == "interactions":
             p_deep, p_shallow, r_deep, r_shallow = (nets[m]["errors"]["train"] for m in res["interaction_terms"][index])
@@ -178,7 +179,7 @@ def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
                     keyed.append(((kind, d["metric"], d["a"], d["b"]), c))
     adjusted = adjust([c for _, c in keyed], res.get("family") or f"the job's {len(keyed)} comparisons")
     if res.get("gate"):  # the job's control was not called (or it ran none): no transfer comparison is called
-        adjusted = [gated([c], res["gate"])[0] if key[0] not in DEGRADATION_KINDS else c
+        adjusted = [gated([c], res["gate"])[0] if key[0] not in UNGATED_KINDS else c
                     for (key, _), c in zip(keyed, adjusted)]
     return {key: c for (key, _), c in zip(keyed, adjusted)}
 

@@ -1,21 +1,35 @@
-"""The report's first sentences: what the job found, in plain words, before any table -- the positive control and
-what it allows, then every comparison of the job's one family as its call or its resolution (Comparison.headline),
-the pretrained backbones that never trained, and the accuracy-vs-transfer correlation of a family job."""
+"""The report's first sentences: what the job found, in plain words, before any table -- the pretraining order
+(each backbone's top-1 error against the first's, and where ImageNet ranks the pair the other way), the positive
+control and what it allows, then every transfer comparison of the job's family as its call or its resolution
+(Comparison.headline), the pretrained backbones that never trained, and the accuracy-vs-transfer correlation."""
 
 from __future__ import annotations
 
 from .control import NO_CONTROL, control_lines
 from .family import correlation_text
-from .results import COMPARISON_FIELDS, DEGRADATION_FIELDS, JobResults, untrained_lines
+from .pretraining_order import imagenet_order_text
+from .results import COMPARISON_FIELDS, DEGRADATION_FIELDS, UNGATED_FIELDS, JobResults, untrained_lines
 
-__all__ = ["headline_lines"]
+__all__ = ["headline_lines", "pretraining_order_lines"]
+
+
+def pretraining_order_lines(comparisons) -> list[str]:
+    """Each pretraining comparison's sentence, followed by ImageNet's order where the call is the reverse of it."""
+    lines = []
+    for c in comparisons:
+        lines.append(f"Pretraining: {c.headline()}.")
+        reverse = imagenet_order_text(c)
+        if reverse:
+            lines.append(f"{reverse}.")
+    return lines
 
 
 def headline_lines(results: JobResults) -> list[str]:
-    """The sentences, in the order a reader needs them: the control, each call of the family (or why none may be
-    made), then the rest."""
-    lines = control_lines(results, headline=True)
-    transfer = [c for kind in COMPARISON_FIELDS if kind not in DEGRADATION_FIELDS for c in getattr(results, kind)]
+    """The sentences, in the order a reader needs them: the pretraining order, the control, each call of the family
+    (or why none may be made), then the rest."""
+    lines = pretraining_order_lines(results.pretraining_order)
+    lines += control_lines(results, headline=True)
+    transfer = [c for kind in COMPARISON_FIELDS if kind not in UNGATED_FIELDS for c in getattr(results, kind)]
     lines += [f"{c.headline()}." for c in transfer]
     if results.control_fraction is None and results.gate and transfer:  # after what it keeps from being called
         lines.append(f"No ranking: {NO_CONTROL}; so no transfer comparison makes a call.")

@@ -12,7 +12,7 @@ from pathlib import Path
 from classification.analysis.degradation import RECIPE
 
 from .arms import ARMS
-from .checks import validate_plan
+from .checks import untrained_taps, validate_plan
 from .data import COCO, EMBEDDED_TEST_SETS, VOC, DetectData, PretrainData
 from .paper_cost import DEFAULT_TFLOPS
 from .plan import SCALES, MainJobPlan, PlanError
@@ -34,20 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
     """The preset, where the job writes, and what kind of run it is."""
     ap.add_argument("--preset", choices=sorted(PRESETS), default=DEFAULT_PRESET,
-                    help="demo (make demo, default): the paper's FrozenBN arm and the GN scratch control as rows, one "
-                         "seed per leg (its measured time: README.md's `make demo` block); headline (make "
-                         "demo-headline): VGG-16(BN) vs ResNet-101 in the paper's setting, 6 pretraining runs each "
-                         "and the control; full (make demo-full, with degradation): GN pretrained vs from scratch at "
-                         "1x and 3x, 3 units each, <= 150 min; degradation: the degradation experiment alone, 3 "
-                         "seeds, <= 150 min; family: six backbones of three families "
-                         "in the paper's setting, 3 pretraining runs each, the leaderboard and accuracy vs transfer; "
-                         "quick (make demo-quick): every arm at smoke scale, not converged; paper: VGG-16 vs "
-                         "ResNet-101 on COCO 2014 at paper scale, 5 detection seeds each, data under "
-                         "$DETECTRON2_DATASETS (a cluster's job; --dry-run shows it here). Options below override "
+                    help="demo (make demo, default): the paper's FrozenBN arm, one seed per leg (its measured time: "
+                         "README.md's `make demo` block); headline (make demo-headline): VGG-16(BN) vs ResNet-101 "
+                         "in the paper's setting, 5 pretraining runs each and the control; family (make "
+                         "demo-family): six backbones of three families in the paper's setting, 3 pretraining runs "
+                         "each, the leaderboard and accuracy vs transfer; degradation (make demo-degradation): the "
+                         "degradation experiment alone, 3 seeds; quick (make demo-quick): every arm at smoke scale, "
+                         "not converged; paper: VGG-16 vs ResNet-101 on COCO 2014 at paper scale, 5 detection "
+                         "seeds each, data under $DETECTRON2_DATASETS (a cluster's job; --dry-run shows it here). "
+                         "Each pretrains at 48 px. Options below override "
                          "the preset")
     ap.add_argument("--output-dir", default=None,
-                    help="every stage, the report and the summary go here (default: output/main_job for full, "
-                         "output/main_job_<preset> otherwise)")
+                    help="every stage, the report and the summary go here (default: "
+                         "output/main_job_<preset>)")
     ap.add_argument("--fresh", action="store_true",
                     help="delete the stages, report and summary this job made under OUTPUT first, then run all")
     ap.add_argument("--selection", action="store_true",
@@ -138,9 +137,13 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
                     help="use only the first N training items (default: all)")
     ap.add_argument("--pretrain-val-images", type=int, default=None)
     ap.add_argument("--pretrain-image-size", type=int, default=None, metavar="PX",
-                    help="the embedded pretraining's image size (default 32: res4 at 2x2, res5 at 1x1; 64 puts res4 "
-                         "at 4x4 for 2.9x (ResNet-101) to 4.2x (VGG-16(BN)) the pretraining step, the headline preset "
-                         "190 min: CONVERGENCE.md; --dry-run measures it); the degradation nets keep CIFAR's 32")
+                    help="the embedded pretraining's image size (default 48: res5 at 2x2, the smallest size at "
+                         "which every kernel tap of the ResNets sees the image; 32 leaves 8 of 9 taps of res5's 3x3 "
+                         "convs untrained and is refused; 64 costs 2.9x (ResNet-101) to 4.2x (VGG-16(BN)) the "
+                         "32-px step: --dry-run measures it); the degradation nets keep CIFAR's 32")
+    ap.add_argument("--allow-untrained-taps", action="store_true",
+                    help="pretrain at a --pretrain-image-size whose feature maps leave kernel taps seeing only "
+                         "padding (they never train; the refusal names them), e.g. to rerun a 32-px job")
     ap.add_argument("--pretrain-warmup", action="append", default=[], metavar="MODEL=ERROR",
                     help="pretrain MODEL at lr x0.1 until its running training error is below ERROR (a fraction; "
                          "the paper's rule for ResNet-110: 0.8); repeatable; replaces the preset's (family: "
@@ -188,6 +191,15 @@ def _warmup(args, base: MainJobPlan, changes: dict) -> tuple[tuple[str, float], 
     return tuple((m, e) for m, e in base.pretrain_warmup if m in changes["backbones"] and m not in given)
 
 
+def _check_allowed_untrained_taps(args, plan: MainJobPlan) -> None:
+    """--allow-untrained-taps is refused where nothing would be allowed by it (never ignored)."""
+    if args.allow_untrained_taps and not (plan.scale == "embedded" and any(
+            untrained_taps(plan, m, n) for m in plan.pretrained_here() for n in plan.pretrain_norms() or ["BN"])):
+        raise PlanError(f"--allow-untrained-taps: no kernel tap of this job's pretraining sees only padding (it "
+                        f"pretrains {', '.join(plan.pretrained_here()) or 'nothing'} at "
+                        f"{plan.pretrain_image_size} px, {plan.scale} scale); leave it out")
+
+
 def plan_from_args(args) -> MainJobPlan:
     base = replace(MainJobPlan(), **PRESETS[args.preset])
     backbones = tuple(args.backbones) if args.backbones else base.backbones
@@ -218,6 +230,7 @@ def plan_from_args(args) -> MainJobPlan:
     if args.degradation is not None:
         changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
     changes["allow_unfair"] = args.allow_unfair_arms
+    changes["allow_untrained_taps"] = args.allow_untrained_taps
     changes |= _data_changes(args, base)
     if changes["scale"] == "paper":  # the paper configs' schedules and the ImageNet recipe run: never ignored
         given = [o for o, v in (("--detect-iterations", args.detect_iterations),
@@ -235,6 +248,7 @@ def plan_from_args(args) -> MainJobPlan:
                             "would pretrain on it")
         plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
+    _check_allowed_untrained_taps(args, plan)
     if args.pretrain_image_size is not None and not plan.pretrained_here():  # never ignored
         raise PlanError(f"--pretrain-image-size {args.pretrain_image_size}: this job pretrains no backbone (every one "
                         "from --weights, or none planned); leave it out")

@@ -24,7 +24,7 @@ from ..report.comparison import adjust, gated
 from .compare import COMPARISON_KINDS, recomputed
 from .control import NO_CONTROL
 from .family import LEFT_CHANCE_BY, NEVER_TRAINED, TOP1_METRIC, leaderboard_from_json, transfer_correlation
-from .results import COMPARED_METRICS, DEGRADATION_FIELDS
+from .results import COMPARED_METRICS, UNGATED_FIELDS
 
 __all__ = ["pool_results", "pool_parts", "PoolError"]
 
@@ -145,13 +145,13 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
                                    f"{d['metric']} values are not in it: it cannot be decided from the file")
             keyed.append((kind, c))
     controls, gate = _controls(pooled, parts, names, metric)
-    gate = gate if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # degradation: no control gates it
+    gate = gate if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # no transfer comparison to gate
     family = f"the {preset + ' ' if preset else ''}preset's {len(keyed)} comparisons over {len(parts)} part(s)"
     adjusted = adjust([c for _, c in keyed], family)
     for kind in COMPARISON_KINDS:
         pooled[kind] = []
     for (kind, _), c in zip(keyed, adjusted):
-        c = gated([c], gate)[0] if gate and kind not in DEGRADATION_FIELDS else c
+        c = gated([c], gate)[0] if gate and kind not in UNGATED_FIELDS else c
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
     pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
                "test_set": parts[0].get("test_set") or {},  # one for all parts (_one_test_set)

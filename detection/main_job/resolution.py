@@ -25,7 +25,8 @@ from .plan import MainJobPlan, Stage, group_label
 __all__ = ["Expected", "Resolution", "expected_resolution", "resolution_lines"]
 
 GROUP_KINDS = ("arms", "deltas", "plain_vs_residual")  # results.json's lists of comparisons between detection groups
-ALL_KINDS = (*GROUP_KINDS, "gains", "degradation_comparisons", "interactions", "layer_response_comparisons")
+ALL_KINDS = (*GROUP_KINDS, "gains", "pretraining_order", "degradation_comparisons", "interactions",
+             "layer_response_comparisons")
 _DATED = re.compile(r"_(\d{4}-\d{2}-\d{2})_[A-Za-z0-9]+\.json$")
 
 

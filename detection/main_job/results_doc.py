@@ -27,6 +27,7 @@ from classification.engine.run_files import RunFileError, read_json
 
 from ..report.comparison import Adjustment, Comparison
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
+from .headline import pretraining_order_lines
 from .pool import PoolError, pool_results
 
 __all__ = ["render", "render_headline", "render_groups", "render_demo", "demo_panel", "regenerate", "stale_blocks",
@@ -34,8 +35,8 @@ __all__ = ["render", "render_headline", "render_groups", "render_demo", "demo_pa
 
 BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
                    r"(?P<close><!-- end (?P=kind) -->)", re.S)
-KINDS = (("arms", "arm comparisons"), ("deltas", "backbones"), ("plain_vs_residual", "residual vs plain"),
-         ("degradation_comparisons", "degradation: depth"),
+KINDS = (("pretraining_order", "pretraining"), ("arms", "arm comparisons"), ("deltas", "backbones"),
+         ("plain_vs_residual", "residual vs plain"), ("degradation_comparisons", "degradation: depth"),
          ("interactions", "degradation: depth x shortcuts"), ("layer_response_comparisons", "Fig. 7"))
 
 
@@ -137,7 +138,8 @@ def render_headline(results: dict, where: str = "results") -> str:
     deltas = _get(results, "deltas", list, where, [])
     if len(deltas) != 1:
         raise ResultsDocError(f"{where}.deltas: a headline is one backbone comparison, the file has {len(deltas)}")
-    lines = [f"**{_headline_text(deltas[0], f'{where}.deltas[0]')}**"]
+    lines = _pretraining_order_lines(results, where)
+    lines.append(f"**{_headline_text(deltas[0], f'{where}.deltas[0]')}**")
     controls = _controls(results, where)
     for at, c in controls:  # one paragraph, then the table; a pooled part named where there are several
         lines.append(f"Positive control{_part(c) if len(controls) > 1 else ''}: {_headline_text(c, at)}.")
@@ -172,6 +174,16 @@ def render_demo(results: dict, where: str = "results", panel: str = "") -> str:
              f"`make demo` took {minutes:.1f} min (stages, chance level and report; set-up aside) on {_md(machine)}, "
              f"{_md(date)}.", ""]
     return "\n".join(lines + _group_lines(results, where)).strip() + "\n"
+
+
+def _pretraining_order_lines(results: dict, where: str) -> list[str]:
+    """The job's pretraining comparisons (headline.pretraining_order_lines) before its transfer call; none in files
+    written before the pretraining order was called."""
+    comparisons = []
+    for i, d in enumerate(_get(results, "pretraining_order", list, where, [])):
+        _comparison_text(d, f"{where}.pretraining_order[{i}]")  # every text of it checked and escaped first
+        comparisons.append(_escaped(comparison_from_json(d)))
+    return pretraining_order_lines(comparisons)
 
 
 def _headline_text(d, where: str) -> str:
@@ -278,15 +290,18 @@ def _comparison_text(d, where: str, *, headline: bool = False) -> str:
     escaped (names, metric, units, the reasons and the adjustment's words; the statistic's own wording, "P(A > B)",
     is ours), or one line naming it."""
     try:
-        c = comparison_from_json(d)
-        adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method),
-                                       family=_md(c.adjustment.family),
-                                       gate=c.adjustment.gate and _md(c.adjustment.gate))
-        c = replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
-                    why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
+        c = _escaped(comparison_from_json(d))
         return c.headline() if headline else f"{c.a} vs {c.b}: {c.describe()}"
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         raise ResultsDocError(f"{where}: not a comparison as results.json holds it ({err})") from None
+
+
+def _escaped(c: Comparison) -> Comparison:
+    """The comparison with every text the file gave escaped for Markdown."""
+    adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method), family=_md(c.adjustment.family),
+                                   gate=c.adjustment.gate and _md(c.adjustment.gate))
+    return replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
+                   why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
 
 
 def _nets_of(kind: str, index: int, c: dict, results: dict, where: str) -> tuple[str, ...]:

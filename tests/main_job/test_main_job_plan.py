@@ -44,13 +44,14 @@ def test_plan_nests_detection_seeds_under_pretraining_seeds(tmp_path):
     assert "--holdout" in sel[0].argv and '("embedded_train_holdout",)' in sel[-1].argv
 
 
-def test_full_preset_compares_the_initialisation_at_equal_schedules_1x_and_3x_with_three_units_each(tmp_path):
-    """Rethinking ImageNet Pre-training's design: pretrained and scratch GN arms at 1x and at 3x, each comparison
-    between arms of one schedule (scratch 3x vs pretrained 1x would confound the schedule with the init); the 3x
-    pretrained legs start from the 1x legs' pretraining runs."""
-    from detection.main_job.arms import arm_comparisons
+def test_the_gn_arms_compare_the_initialisation_at_equal_schedules_1x_and_3x_with_three_units_each(tmp_path):
+    """Rethinking ImageNet Pre-training's design (in no preset; `--arms` runs it): pretrained and scratch GN arms at
+    1x and at 3x, each comparison between arms of one schedule (scratch 3x vs pretrained 1x would confound the
+    schedule with the init); the 3x pretrained legs start from the 1x legs' pretraining runs."""
+    from detection.main_job.arms import GN_ARMS, arm_comparisons
 
-    plan = replace(MainJobPlan(), **PRESETS["full"])
+    plan = plan_from_args(build_parser().parse_args(["--arms", *GN_ARMS, "--pretrain-seeds", "0", "1", "2",
+                                                     "--scratch-seeds", "0", "1", "2"]))
     full = plan_stages(plan, tmp_path)
     for model in ("vgg16_bn", "resnet101"):
         gn = [s for s in full if s.kind == "pretrain" and s.model == model and s.variant == "GN"
@@ -97,7 +98,7 @@ def test_every_degradation_net_gets_the_same_schedule_and_a_zero_warmup_fraction
 def test_the_pretraining_image_size_reaches_every_backbones_pretraining_and_not_the_cifar_degradation_nets(tmp_path):
     """--pretrain-image-size 64 (res4 at 4x4) changes what the detection backbones pretrain on, control included;
     the degradation nets keep the CIFAR recipe's 32 px; at paper scale (the ImageNet recipe's crops) it is refused."""
-    args = build_parser().parse_args(["--preset", "full", "--with-degradation", "--pretrain-image-size", "64"])
+    args = build_parser().parse_args(["--preset", "headline", "--with-degradation", "--pretrain-image-size", "64"])
     stages = plan_stages(plan_from_args(args), tmp_path)
     sized = {(s.out.parent.name, s.argv[s.argv.index("--image-size") + 1]) for s in stages if "--image-size" in s.argv}
     assert sized == {("pretrain", "64"), ("degradation", "32")}
@@ -118,7 +119,7 @@ def test_no_scratch_leg_trains_bn_at_two_images_and_the_arms_overlays_set_their_
         assert cfg.MODEL.BACKBONES.NORM == arm.detect_norm, name
         if not arm.pretrained:
             assert cfg.MODEL.BACKBONES.NORM not in ("BN", "SyncBN") and cfg.SOLVER.IMS_PER_BATCH < 16
-    for preset in ("full", "demo", "quick"):
+    for preset in ("demo", "quick"):
         plan = replace(MainJobPlan(), **PRESETS[preset])
         assert all(ARMS[a].detect_norm == "GN" for a in plan.arms if not ARMS[a].pretrained), preset
 
@@ -387,7 +388,8 @@ def test_the_family_preset_warms_plain34_alone_up_until_its_error_leaves_80_perc
     """plain-34 stays at chance at lr 0.1 from the start (CONVERGENCE.md): the paper's rule for the one net that did
     not start (ResNet-110), lr x0.1 until the running training error is below 80%, for plain-34's pretraining
     only -- the rule cost ResNet-34 and the VGG nets many points -- and named in the report's recipe."""
-    from detection.main_job.results import generated_notes, job_results
+    from detection.main_job.notes import generated_notes
+    from detection.main_job.results import job_results
 
     parser = build_parser()
     plan = plan_from_args(parser.parse_args(["--preset", "family"]))

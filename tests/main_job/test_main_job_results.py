@@ -1,8 +1,9 @@
 """detection.main_job.results: the summary and the report's notes say only what the comparisons support -- a claim
 appears with its interval, and no backbone call is made from one pretraining seed."""
 
+from detection.main_job.notes import generated_notes
 from detection.main_job.plan import MainJobPlan
-from detection.main_job.results import GroupResult, JobResults, generated_notes, summary_lines
+from detection.main_job.results import GroupResult, JobResults, summary_lines
 from detection.report.comparison import compare, spread
 
 PRE, RUN = "pretraining run", "run"
