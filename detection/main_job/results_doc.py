@@ -10,6 +10,8 @@ and everything between the markers is replaced by `render(<that file>)`; prose o
 A `headline` block (<!-- headline: ... --> ... <!-- end headline -->, the README's first result) is
 `render_headline`: the job's one backbone comparison as a sentence, its control's, and the groups' table; a
 `groups` block is that table alone (a job of one unit a group: rows, no call).
+A `contrast` block cites two jobs of one backbone comparison (`render_contrast`): how much its difference changed
+from the second job to the first, one contrast of the four groups' units (report.comparison.contrast).
 A file is untrusted: every name is escaped as the report's Markdown tables escape cells (HTML, and `|` in a cell),
 so no name can shift a row or end a block; an undefined number (null, NaN) is "—"; anything else that is not what
 results.json holds -- a key of another type, a mean that is no number or outside [0, 100] -- is one line naming the
@@ -25,15 +27,16 @@ from pathlib import Path
 
 from classification.engine.run_files import RunFileError, read_json
 
-from ..report.comparison import Adjustment, Comparison
+from ..report.comparison import Adjustment, Comparison, contrast
 from .family import correlation_from_json, correlation_text, leaderboard_from_json, leaderboard_table
 from .headline import pretraining_order_lines
 from .pool import PoolError, pool_results
 
-__all__ = ["render", "render_headline", "render_groups", "render_demo", "demo_panel", "regenerate", "stale_blocks",
+__all__ = ["render", "render_headline", "render_groups", "render_demo", "render_contrast", "demo_panel", "regenerate",
+           "stale_blocks",
            "comparison_from_json", "ResultsDocError"]
 
-BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
+BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo|contrast): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
                    r"(?P<close><!-- end (?P=kind) -->)", re.S)
 KINDS = (("pretraining_order", "pretraining"), ("arms", "arm comparisons"), ("deltas", "backbones"),
          ("plain_vs_residual", "residual vs plain"), ("degradation_comparisons", "degradation: depth"),
@@ -153,6 +156,36 @@ def render_groups(results: dict, where: str = "results") -> str:
     if not isinstance(results, dict):
         raise ResultsDocError(f"{where}: a results.json is an object, got {type(results).__name__}")
     return "\n".join(_group_lines(results, where)).strip() + "\n"
+
+
+def render_contrast(first: dict, second: dict, where: tuple[str, str] = ("first", "second")) -> str:
+    """A contrast block: the one backbone comparison both jobs make (their deltas), the first job's difference minus
+    the second's, each side named by its pretraining size, as Comparison.headline; ResultsDocError naming the file
+    otherwise."""
+    sides = []
+    for res, at in zip((first, second), where):
+        deltas = _get(res, "deltas", list, at, [])
+        if len(deltas) != 1:
+            raise ResultsDocError(f"{at}.deltas: a contrast block takes one backbone comparison a job, got "
+                                  f"{len(deltas)}")
+        d = deltas[0]
+        groups = {g.get("name"): g for g in _get(res, "groups", list, at, []) if isinstance(g, dict)}
+        try:
+            values = tuple(groups[name]["values"][d["metric"]] for name in (d["a"], d["b"]))
+            unit = groups[d["a"]]["unit"]
+        except (KeyError, TypeError) as err:
+            raise ResultsDocError(f"{at}.groups: no per-unit {err} values for {d.get('a')} vs {d.get('b')}") from None
+        size = _get(res, "pretrain_image_size", int, at) or 32  # written before the size was recorded: 32
+        sides.append(((d["a"], d["b"], d["metric"]), values, unit, size))
+    (key, va, unit, sa), (key_b, vb, _, sb) = sides
+    if key != key_b:
+        raise ResultsDocError(f"{where[1]}: compares {key_b[0]} vs {key_b[1]} on {key_b[2]}, {where[0]} {key[0]} vs "
+                              f"{key[1]} on {key[2]}: a contrast is of one comparison")
+    a, b, metric = (_md(k) for k in key)
+    c = contrast(metric, f"Δ{metric}({a} - {b}) at {sa} px", va, f"at {sb} px", vb, unit)
+    if c is None:
+        raise ResultsDocError(f"{where[0]}: the groups of {a} vs {b} have no {metric} values")
+    return c.headline() + ".\n"
 
 
 def demo_panel(cited: str) -> str:
@@ -334,6 +367,10 @@ def _render(doc: Path, cited: str, kind: str = "results") -> str:
     parts = [_load(doc, p) for p in paths]
     for p, part in zip(paths, parts):  # each file as results.json holds it, or one line naming the file and key
         render(part, f"{doc}: {p}")
+    if kind == "contrast":  # two jobs, each decided on its own: not one family
+        if len(paths) != 2:
+            raise ResultsDocError(f"{doc}: a contrast block cites two jobs, got {cited}")
+        return render_contrast(*parts, (f"{doc}: {paths[0]}", f"{doc}: {paths[1]}"))
     try:
         pooled = pool_results(parts, paths)
     except (RunFileError, PoolError) as err:

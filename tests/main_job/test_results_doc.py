@@ -271,3 +271,28 @@ def test_a_demo_block_shows_the_jobs_panel_time_machine_and_table_and_goes_stale
     path.write_text(json.dumps({**json.loads(path.read_text()), "wall_minutes": None}))  # --report-only's
     with pytest.raises(ResultsDocError, match=r"results/job.json: a demo block states the job's time"):
         regenerate(doc)
+
+
+def test_a_contrast_block_calls_how_far_one_comparison_moved_between_two_jobs_named_by_their_sizes(tmp_path):
+    """The headline's ΔAP at 48-px pretraining minus at 32 px: one contrast of the four groups' units, named by each
+    job's recorded pretraining size (a file written before the size was recorded pretrained at 32)."""
+    from detection.main_job.results_doc import render_contrast
+
+    _headline_job(tmp_path, {0: [56.0], 1: [57.0], 2: [55.5]}, {0: [56.0], 1: [55.0], 2: [57.0]})
+    new = json.loads((tmp_path / "results" / "job.json").read_text()) | {"pretrain_image_size": 48}
+    _headline_job(tmp_path, {0: [50.0], 1: [51.0], 2: [49.5]}, {0: [56.0], 1: [55.0], 2: [57.0]})
+    old = json.loads((tmp_path / "results" / "job.json").read_text())
+    text = render_contrast(new, old)
+    assert text.startswith("ΔAP(r101 - vgg) at 48 px is ahead of at 32 px by 6.0 AP [")
+    assert text.endswith("(95% CI; 6 vs 6 pretraining runs).\n")
+    (tmp_path / "results" / "new.json").write_text(json.dumps(new))
+    (tmp_path / "results" / "old.json").write_text(json.dumps(old))
+    doc = tmp_path / "DOC.md"
+    doc.write_text("<!-- contrast: results/new.json results/old.json -->\n<!-- end contrast -->\n")
+    doc.write_text(regenerate(doc))
+    assert text in doc.read_text() and stale_blocks(doc) == []
+    other = old | {"deltas": [old["deltas"][0] | {"a": "vgg", "b": "r101"}]}
+    with pytest.raises(ResultsDocError, match=r"^second: compares vgg vs r101 on AP, first r101 vs vgg on AP"):
+        render_contrast(new, other)
+    with pytest.raises(ResultsDocError, match=r"^first.deltas: a contrast block takes one backbone comparison"):
+        render_contrast(new | {"deltas": []}, old)

@@ -1,0 +1,96 @@
+"""Which kernel taps a pretraining run trained: each k x k convolution's taps compared between the run's initial
+weights (rebuilt as the run built them: trainer.build with its recorded settings, the same seed) and its final
+checkpoint. A tap the data never reached has zero gradient, so weight decay alone moves it: its final weights are
+its initial ones shrunk by one common factor (cosine 1). `backbones.geometry` predicts those taps from the shapes;
+this measures them on the run."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from backbones import load_pretrained
+from backbones.geometry import kernel_taps
+
+from ..engine.config import ClsConfig
+from ..engine.run_files import CONFIG_JSON, FINAL_CHECKPOINT, RunFileError, read_json
+
+__all__ = ["StageTaps", "tap_training", "initial_and_final"]
+
+# A tap moved by decay alone is its initial vector times one factor; float32 rounding over thousands of steps leaves
+# its cosine (in float64) within ~1e-11 of 1, where a gradient step of any size turns it by far more.
+UNMOVED_COSINE = 1 - 1e-9
+
+
+@dataclass(frozen=True)
+class StageTaps:
+    """One stage of a run's net: its k x k convolutions' taps, how many never moved but by weight decay, and how
+    many the geometry predicts see only padding at the run's image size."""
+
+    stage: str
+    convs: int
+    taps: int
+    unmoved: int
+    predicted: int
+    weights: int  # weights in those taps
+    unmoved_weights: int
+    shrink: float | None  # mean |final| / |initial| of the unmoved taps (weight decay's factor); None if none
+
+
+def _config(run: Path) -> ClsConfig:
+    recorded = read_json(run / CONFIG_JSON)
+    if not isinstance(recorded, dict):
+        raise RunFileError(f"{run / CONFIG_JSON}: not the settings object a pretraining run writes")
+    names = {f.name for f in fields(ClsConfig)}
+    values = {k: v for k, v in recorded.items() if k in names}
+    values["milestones"] = tuple(values.get("milestones", ()))
+    return ClsConfig(**values)
+
+
+def initial_and_final(run: str | Path) -> tuple[nn.Module, nn.Module, ClsConfig]:
+    """The run's net as it started (trainer.build: its data, then its model, under its seed) and as it ended."""
+    from ..engine.trainer import build  # the trainer, not its CLI
+
+    run = Path(run)
+    if not (run / FINAL_CHECKPOINT).is_file():
+        raise RunFileError(f"{run}: no {FINAL_CHECKPOINT} (an unfinished pretraining run)")
+    cfg = _config(run)
+    with tempfile.TemporaryDirectory() as tmp:
+        first = build(replace(cfg, output_dir=tmp, workers=0)).model.float().cpu()
+    final = copy.deepcopy(first)
+    load_pretrained(final, run / FINAL_CHECKPOINT)
+    return first, final, cfg
+
+
+def tap_training(run: str | Path) -> list[StageTaps]:
+    """Per stage of the run's net: its k x k convs' taps, unmoved (cosine with the initial tap >= UNMOVED_COSINE and
+    no longer than it) and predicted untrained at the run's image size."""
+    first, final, cfg = initial_and_final(run)
+    predicted = {c.name: c for c in kernel_taps(first, cfg.image_size)}
+    convs = {n: m for n, m in final.named_modules() if isinstance(m, nn.Conv2d) and m.kernel_size != (1, 1)}
+    start = dict(first.named_modules())
+    rows: dict[str, list] = {}
+    for name, conv in convs.items():
+        w0, w1 = start[name].weight.detach(), conv.weight.detach()
+        geometry = predicted[name]
+        row = rows.setdefault(geometry.stage, [0, 0, 0, 0, 0, 0, []])
+        row[0] += 1
+        for i in range(w0.shape[2]):
+            for j in range(w0.shape[3]):
+                a, b = w0[:, :, i, j].flatten().double(), w1[:, :, i, j].flatten().double()
+                cosine = torch.nn.functional.cosine_similarity(a, b, dim=0).item()
+                unmoved = bool(cosine >= UNMOVED_COSINE and b.norm() <= a.norm())
+                row[1] += 1
+                row[2] += unmoved
+                row[3] += not geometry.used[i][j]
+                row[4] += a.numel()
+                row[5] += a.numel() if unmoved else 0
+                if unmoved:
+                    row[6].append((b.norm() / a.norm()).item())
+    return [StageTaps(s, c, t, u, p, w, uw, sum(r) / len(r) if r else None)
+            for s, (c, t, u, p, w, uw, r) in rows.items()]
