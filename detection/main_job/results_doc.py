@@ -36,8 +36,8 @@ __all__ = ["render", "render_headline", "render_groups", "render_demo", "render_
            "stale_blocks",
            "comparison_from_json", "ResultsDocError"]
 
-BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo|contrast): (?P<path>\S+(?: \S+)*?) -->\n)(?P<body>.*?)"
-                   r"(?P<close><!-- end (?P=kind) -->)", re.S)
+BLOCK = re.compile(r"(?P<open><!-- (?P<kind>results|headline|groups|demo|contrast): (?P<path>\S+(?: \S+)*?) -->\n)"
+                   r"(?P<body>.*?)(?P<close><!-- end (?P=kind) -->)", re.S)
 KINDS = (("pretraining_order", "pretraining"), ("arms", "arm comparisons"), ("deltas", "backbones"),
          ("plain_vs_residual", "residual vs plain"), ("degradation_comparisons", "degradation: depth"),
          ("interactions", "degradation: depth x shortcuts"), ("layer_response_comparisons", "Fig. 7"))
