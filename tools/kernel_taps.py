@@ -4,6 +4,8 @@ decay (measured: the run's initial weights rebuilt under its seed vs its final c
 geometry predicts see only padding at the run's image size (classification/analysis/kernel_taps.py).
 
     tools/kernel_taps.py output/main_job_headline/pretrain/resnet101_p0 [RUN ...] [--json taps.json]
+    tools/kernel_taps.py RUN --zero-unmoved zeroed.pth   # its final weights with the unmoved taps at zero, to start
+                                                         # a detection leg from (MODEL.WEIGHTS zeroed.pth)
 """
 
 import argparse
@@ -15,7 +17,7 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from backbones.checkpoint_io import atomic_write_text
 from backbones.strict_json import strict_json
-from classification.analysis.kernel_taps import tap_training
+from classification.analysis.kernel_taps import tap_training, zero_unmoved_taps
 from classification.engine.cli import user_errors
 
 
@@ -23,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="pretraining run directories (config.json, model_final.pth)")
     ap.add_argument("--json", type=Path, default=None, help="also write the numbers here (strict JSON)")
+    ap.add_argument("--zero-unmoved", type=Path, default=None, metavar="OUT",
+                    help="write the (one) run's final checkpoint here with its unmoved taps at zero, metadata kept")
     ap.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     args = ap.parse_args(argv)
+    if args.zero_unmoved and len(args.runs) != 1:
+        ap.error("--zero-unmoved takes one run")
     out = {}
     with user_errors(args.debug):
         for run in args.runs:
@@ -36,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
                 share = f"{r.unmoved_weights:,} ({r.unmoved_weights / r.weights:.0%})"
                 shrink = f"  decay x{r.shrink:.4f}" if r.shrink is not None else ""
                 print(f"  {r.stage:<8} {r.convs:>5} {r.taps:>6} {r.unmoved:>8} {r.predicted:>9} {share:>16}{shrink}")
+        if args.zero_unmoved:
+            n = zero_unmoved_taps(args.runs[0], args.zero_unmoved)
+            print(f"{args.zero_unmoved}: {n:,} weights of unmoved taps set to zero")
     if args.json:
         atomic_write_text(args.json, strict_json(out))
     return 0

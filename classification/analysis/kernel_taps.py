@@ -15,12 +15,13 @@ import torch
 from torch import nn
 
 from backbones import load_pretrained
+from backbones.checkpoint_io import atomic_torch_save, read_checkpoint
 from backbones.geometry import kernel_taps
 
 from ..engine.config import ClsConfig
 from ..engine.run_files import CONFIG_JSON, FINAL_CHECKPOINT, RunFileError, read_json
 
-__all__ = ["StageTaps", "tap_training", "initial_and_final"]
+__all__ = ["StageTaps", "tap_training", "initial_and_final", "zero_unmoved_taps"]
 
 # A tap moved by decay alone is its initial vector times one factor; float32 rounding over thousands of steps leaves
 # its cosine (in float64) within ~1e-11 of 1, where a gradient step of any size turns it by far more.
@@ -67,6 +68,33 @@ def initial_and_final(run: str | Path) -> tuple[nn.Module, nn.Module, ClsConfig]
     return first, final, cfg
 
 
+def _unmoved(w0: torch.Tensor, w1: torch.Tensor, i: int, j: int) -> bool:
+    a, b = w0[:, :, i, j].flatten().double(), w1[:, :, i, j].flatten().double()
+    cosine = torch.nn.functional.cosine_similarity(a, b, dim=0).item()
+    return bool(cosine >= UNMOVED_COSINE and b.norm() <= a.norm())
+
+
+def zero_unmoved_taps(run: str | Path, out: str | Path) -> int:
+    """Write the run's final checkpoint to `out` with every unmoved tap set to zero (what a layer computes from the
+    taps it learned only), its metadata kept; returns the weights zeroed."""
+    first, final, _ = initial_and_final(run)
+    ckpt = read_checkpoint(Path(run) / FINAL_CHECKPOINT)
+    weights = ckpt["model"]
+    start = dict(first.named_modules())
+    zeroed = 0
+    for name, conv in final.named_modules():
+        if isinstance(conv, nn.Conv2d) and conv.kernel_size != (1, 1):
+            w0, w1 = start[name].weight.detach(), conv.weight.detach()
+            tensor = weights[f"{name}.weight"]
+            for i in range(w0.shape[2]):
+                for j in range(w0.shape[3]):
+                    if _unmoved(w0, w1, i, j):
+                        tensor[:, :, i, j] = 0
+                        zeroed += tensor[:, :, i, j].numel()
+    atomic_torch_save(ckpt, out)
+    return zeroed
+
+
 def tap_training(run: str | Path) -> list[StageTaps]:
     """Per stage of the run's net: its k x k convs' taps, unmoved (cosine with the initial tap >= UNMOVED_COSINE and
     no longer than it) and predicted untrained at the run's image size."""
@@ -82,9 +110,8 @@ def tap_training(run: str | Path) -> list[StageTaps]:
         row[0] += 1
         for i in range(w0.shape[2]):
             for j in range(w0.shape[3]):
-                a, b = w0[:, :, i, j].flatten().double(), w1[:, :, i, j].flatten().double()
-                cosine = torch.nn.functional.cosine_similarity(a, b, dim=0).item()
-                unmoved = bool(cosine >= UNMOVED_COSINE and b.norm() <= a.norm())
+                unmoved = _unmoved(w0, w1, i, j)
+                a, b = w0[:, :, i, j], w1[:, :, i, j]
                 row[1] += 1
                 row[2] += unmoved
                 row[3] += not geometry.used[i][j]

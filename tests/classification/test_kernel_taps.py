@@ -4,6 +4,7 @@ px), which checks the initial weights were rebuilt as the run built them."""
 
 import pytest
 
+from backbones.checkpoint_io import read_checkpoint
 from classification.analysis.kernel_taps import tap_training
 from classification.engine.config import ClsConfig
 from classification.engine.run_files import RunFileError
@@ -20,12 +21,22 @@ def _run(tmp_path, size: int):
 
 
 def test_the_untrained_taps_of_a_32_px_run_are_the_ones_geometry_predicts_and_none_at_48(tmp_path):
-    rows = {r.stage: r for r in tap_training(_run(tmp_path, 32))}
+    run = _run(tmp_path, 32)
+    rows = {r.stage: r for r in tap_training(run)}
     res5 = rows["res5"]
     assert res5.unmoved == res5.predicted == 29 and res5.convs == 4  # 3 convs x 8 taps + the stride-2 conv's 5
     assert 0.99 < res5.shrink < 1.0  # moved by weight decay alone: a shrink, no turn
     assert all(r.unmoved == r.predicted == 0 for s, r in rows.items() if s != "res5")
     assert all(r.unmoved == r.predicted == 0 for r in tap_training(_run(tmp_path, 48)))
+    result = run_tool("tools/kernel_taps.py", run, "--zero-unmoved", tmp_path / "zeroed.pth")
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path / 'zeroed.pth'}: {res5.unmoved_weights:,} weights of unmoved taps set to zero" in result.stdout
+    zeroed = read_checkpoint(tmp_path / "zeroed.pth")
+    final = read_checkpoint(run / "model_final.pth")
+    assert zeroed["meta"] == final["meta"]
+    w = zeroed["model"]["res5.1.conv2.weight"]  # a 3x3 conv on res5's 1x1 map: the centre tap alone is kept
+    assert w[:, :, 1, 1].equal(final["model"]["res5.1.conv2.weight"][:, :, 1, 1]) and w.abs().sum() > 0
+    assert w.abs().sum(dim=(0, 1)).count_nonzero() == 1
 
 
 @pytest.mark.bad_input
