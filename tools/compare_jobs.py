@@ -48,7 +48,7 @@ def main(argv=None) -> int:
             pooled = pool_parts(args.pool, args.preset)
             atomic_write_text(args.output, strict_json(pooled, default=str))
         print(f"{args.output}: {pooled['family']}, decided on {pooled['decided_on']}"
-              + (f"; no calls: {pooled['gate']}" if pooled["gate"] else ""))
+              + (f"; its no-calls read: {pooled['reading']}" if pooled["reading"] else ""))
         return 0
     if not (args.a and args.b):
         ap.error("give two jobs (JOB_A JOB_B), or --pool PART ... --output FILE")

@@ -7,9 +7,9 @@ is named rather than passed off as noise -- and so is every stage that starts fr
 pretraining run with other settings has other inputs, whatever its own command). The verdicts are recomputed from
 each job's results.json (its per-unit values) with the one statistic every comparison uses
 (report.comparison): a call only when the interval over the pretraining runs, Holm-adjusted over the job's family
-(every comparison its results.json lists), excludes 0 -- and behind the job's gate when it recorded one (its
-positive control not called). Each job is re-decided as it decided itself (its metric, its gate or none): the
-question here is whether a rerun reproduces a verdict. Deciding old jobs under today's rules is pool.py's.
+(every comparison its results.json lists), excludes 0 -- Holm alone, its positive control reading the no-calls.
+Each job is re-decided on its own metric: the question here is whether a rerun reproduces a verdict.
+Deciding old jobs under today's rules is pool.py's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from classification.engine.run_files import JOB_RESULTS, STAGE_RECORD, RunFileError, read_classification_run, read_json
 
 from ..engine.code_version import describe_versions
-from ..report.comparison import Comparison, adjust, compare, contrast, gated, with_test_set
+from ..report.comparison import Comparison, adjust, compare, contrast, read_as, with_test_set
 from ..report.runs import load_run
 from .family import TOP1_METRIC, compare_top1
 from .graph import StageRecord, read_stage_record
@@ -128,7 +128,7 @@ def _stages(job: Path) -> dict[str, Path]:
 COMPARISON_KINDS = ("pretraining_order", "arms", "gains", "deltas", "plain_vs_residual", "degradation_comparisons",
                     "interactions", "layer_response_comparisons")
 #   ("gains": pretrained vs scratch in jobs written before the arms)
-# no control gates them: the degradation experiment's and the pretraining order (results.UNGATED_FIELDS)
+# no control reads their no-calls: the degradation experiment's and the pretraining order (results.UNGATED_FIELDS)
 UNGATED_KINDS = ("pretraining_order", "degradation_comparisons", "interactions", "layer_response_comparisons")
 
 
@@ -178,8 +178,9 @@ def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
                 if (c := recomputed(res, kind, i, d)) is not None:
                     keyed.append(((kind, d["metric"], d["a"], d["b"]), c))
     adjusted = adjust([c for _, c in keyed], res.get("family") or f"the job's {len(keyed)} comparisons")
-    if res.get("gate"):  # the job's control was not called (or it ran none): no transfer comparison is called
-        adjusted = [gated([c], res["gate"])[0] if key[0] not in UNGATED_KINDS else c
+    reading = res.get("reading", res.get("gate"))  # "gate": written when the control vetoed calls
+    if reading:  # the job's control was not called the right way round (or it ran none): its no-calls read so
+        adjusted = [read_as([c], reading)[0] if key[0] not in UNGATED_KINDS else c
                     for (key, _), c in zip(keyed, adjusted)]
     return {key: c for (key, _), c in zip(keyed, adjusted)}
 

@@ -4,13 +4,13 @@ recipe in the ranking arm. More pretraining transfers better: a known order. A b
 (--weights) is fine-tuned instead for that fraction of the detection schedule from the same file, every detection
 seed: a known order too, which checks what the job can resolve (its seeds, its test set), not the pretraining.
 
-The job tests the control first, on its own 95% interval; only when it calls the full budget ahead does the family
-make calls (fixed-sequence gatekeeping, report.comparison.gated). A passed control shows the job resolves a
-difference the size of the control's, no finer: each no-call of the family is read with its own MDE; a job that
-cannot see the known difference says so instead of ranking.
+The control reads the family's no-calls; Holm alone decides its calls. Called the right way round, a no-call reads
+"no difference this job could see", its MDE beside it; not called, every no-call reads "this job could not see even
+its positive control" and the job is underpowered; called the wrong way round, the assay failed, which the job says
+before anything else (report.comparison.read_as sets the reading).
 
 `control_results` fills the control's fields of a JobResults; `control_lines` is how the summary, the notes and
-the report's ranking section say it (one text, three places)."""
+the report's first section say it (one text, three places)."""
 
 from __future__ import annotations
 
@@ -22,17 +22,19 @@ from .arms import ARMS
 from .family import compare_top1, untrained_units
 from .plan import MainJobPlan, Stage, control_label, group_label, pretraining_label
 
-__all__ = ["NO_CONTROL", "control_results", "control_lines"]
+__all__ = ["NO_CONTROL", "NOT_SEEN", "FAILED_ASSAY", "control_results", "control_lines"]
 
 NO_CONTROL = ("the job ran no positive control (--no-control, or a preset without one), so it could not show that "
               "it sees a known difference")
+NOT_SEEN = "this job could not see even its positive control"
+FAILED_ASSAY = "its positive control came out the wrong way round, a failed assay"
 
 
 def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict, metric: str) -> None:
-    """The control's comparisons on `metric` and the gate it sets on out's family (out: a JobResults)."""
+    """The control's comparisons on `metric` and the reading it gives out's no-calls (out: a JobResults)."""
     arm = plan.control_arm()
-    if arm is None:  # a job with transfer legs and no control calls none of them; a degradation job has none
-        out.gate = NO_CONTROL if plan.backbones and plan.arms else None
+    if arm is None:  # a job with transfer legs and no control cannot read its no-calls; a degradation job has none
+        out.reading = NO_CONTROL if plan.backbones and plan.arms else None
         return
     model, norm = plan.backbones[0], ARMS[arm].pretrain_norm
     out.control_fraction, out.control_kind = plan.control, plan.control_kind()
@@ -54,41 +56,39 @@ def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict,
         out.control_top1 = compare_top1(model, errors[False], f"{model} control", errors[True])
     c = out.control
     if c is None:
-        out.gate = "its positive control has no result (a control leg did not finish)"
+        out.reading = "its positive control has no result (a control leg did not finish)"
+    elif c.call is None:
+        out.reading = (f"{NOT_SEEN} ({model} with {plan.control:g} of its {out.control_kind} vs the whole: "
+                       f"{c.describe()})")
     elif c.call != c.a:
-        out.gate = (f"its positive control was not called ({model} with {plan.control:g} of its {out.control_kind} "
-                    f"vs the whole: {c.describe()})")
+        out.reading = (f"{FAILED_ASSAY} ({model} with {plan.control:g} of its {out.control_kind} ahead of the whole: "
+                       f"{c.describe()})")
 
 
 def control_lines(results, *, headline: bool = False) -> list[str]:
-    """The control and what it allows, first in the ranking: "called, the job ranks" or "this job cannot rank".
-    headline: the report's first sentences (Comparison.headline, the gate in a clause; a job without a control says
-    so after its comparisons, headline.py); else the summary's and the report details' lines (Comparison.describe,
-    the pretraining gap, the gate in full)."""
+    """The control and how it reads the no-calls, first in the ranking. headline: the report's first sentences
+    (Comparison.headline; a failed assay leads them: headline.py); else the summary's and the report details' lines
+    (Comparison.describe, the pretraining gap)."""
     c = results.control
     if results.control_fraction is None:
-        return [f"No ranking: {NO_CONTROL}."] if results.gate and not headline else []
+        return [f"No positive control: {NO_CONTROL}; Holm alone decides the calls, and a no-call is not evidence of "
+                "no difference."] if results.reading and not headline else []
     head = (f"Positive control ({results.control_fraction:g} of the {results.control_kind or 'pretraining'} "
             "vs the whole, same recipe)")
     said = "no result" if c is None else c.headline() + "." if headline else c.describe()
     lines = [f"{head}: {said}"]
-    if c is not None and c.call is not None and c.call != c.a:
-        lines.append("The control came out the wrong way round (the shortened budget ahead of the whole).")
     if results.control_top1 is not None and not headline:
         lines.append(f"Its pretraining gap: {results.control_top1.describe()}")
     if results.control_at_chance:
         lines.append(f"The control's pretraining never left chance ({len(results.control_at_chance)} run(s)): called, "
                      "it shows only that the job tells a trained backbone from an untrained one.")
-    if results.gate and headline:
-        lines.append(f"So this job cannot rank backbones ({results.gate.split(' (')[0]}): every transfer comparison "
-                     "below is shown with its interval and makes no call.")
-    elif results.gate:
-        lines.append(f"This job cannot rank backbones: {results.gate}. Every comparison below is shown with its "
-                     "interval and makes no call.")
-    elif headline:
-        lines.append("The control was called, so the transfer comparisons below are decided (Holm over the job's "
-                     "family).")
+    if c is not None and c.call is not None and c.call != c.a:
+        lines.append("The control came out the wrong way round (the shortened budget ahead of the whole): a failed "
+                     "assay; Holm's calls below stand, and no no-call below can be read as no difference.")
+    elif c is None or c.call is None:
+        lines.append("This job could not see even its control: it is underpowered. Holm's calls below stand; every "
+                     "no-call below reads \"could not see even its control\", not \"no difference\".")
     else:
-        lines.append(f"Control called ({c.a} ahead by {c.delta:.2f} {c.metric}, 95% CI [{c.interval[0]:+.2f}, "
-                     f"{c.interval[1]:+.2f}]): the family below is decided by Holm at 0.05.")
+        lines.append("The control was called: a no-call below is no difference this job could see, the smallest it "
+                     "could see beside it; Holm over the job's family decides every call.")
     return lines

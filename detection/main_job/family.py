@@ -117,11 +117,10 @@ def untrained_units(errors: dict[str, float], chance: dict[str, float | None]) -
 
 
 def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[str, Top1],
-                weights: dict[str, str], arm: str, gmacs, unit_names: dict[str, str],
-                gate: str | None = None) -> list[LeaderboardRow]:
-    """One row per backbone with a finished group in `arm`, sorted by AP (best first), the backbones whose
-    pretraining never left chance after them, unranked and named; with a `gate` (the job's control was not called)
-    no row is ranked and the rows keep the plan's order. groups: label -> RunGroup;
+                weights: dict[str, str], arm: str, gmacs, unit_names: dict[str, str]) -> list[LeaderboardRow]:
+    """One row per backbone with a finished group in `arm`, sorted by AP (best first: an order of means, not a call;
+    the calls are the family's comparisons), the backbones whose pretraining never left chance after them, unranked
+    and named. groups: label -> RunGroup;
     labels: backbone -> its group's label in `arm`; gmacs: a run's config -> GMACs (report.writer.run_gmacs);
     unit_names: a detection unit (the resolved checkpoint path, RunGroup.unit_of) -> the key its top-1 has (a
     pretraining run's directory name; a given file keeps its path)."""
@@ -142,19 +141,16 @@ def leaderboard(groups: dict[str, RunGroup], labels: dict[str, str], top1: dict[
              for k in ("AP50", "AP", "AP75") if k in g.metrics},
             _mean([r.train_s_per_iter for r in runs]), _mean([r.inference_s_per_image for r in runs]),
             _mean([r.peak_memory_mb for r in runs]), None if params is None else params / 1e6, gmacs(g.first.config),
-            _not_ranked(t, gate)))
-    if gate:
-        return rows
+            _not_ranked(t)))
     return sorted(rows, key=lambda r: (bool(r.not_ranked), -(r.metrics["AP"].mean if "AP" in r.metrics else -math.inf)))
 
 
-def _not_ranked(t: Top1 | None, gate: str | None) -> str:
-    """Why a row has no place in the order: its net never trained (said first: it holds behind any gate), or the
-    job's gate; "" when ranked."""
+def _not_ranked(t: Top1 | None) -> str:
+    """Why a row has no place in the order: its net never trained; "" when ranked."""
     if t is not None and t.at_chance:
         return (f"{NEVER_TRAINED} ({len(t.at_chance)} of {len(t.units)} runs not {LEFT_CHANCE_BY:g} points below a "
                 "guess's error)")
-    return gate or ""
+    return ""
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -220,15 +216,11 @@ def _percentile_interval(values: list[float]) -> tuple[float, float]:
     return q[0], q[-1]
 
 
-def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPLES, seed: int = 0,
-                         gate: str | None = None) -> Correlation:
+def transfer_correlation(rows: list[LeaderboardRow], *, resamples: int = RESAMPLES, seed: int = 0) -> Correlation:
     """Spearman and Kendall between pretraining top-1 accuracy (100 - error) and AP over the leaderboard's
     backbones whose accuracy has the most common source; the bootstrap resamples each backbone's units with
     replacement (a unit's accuracy and AP together), `resamples` times, seeded."""
     metric = CORRELATED_METRIC
-    if gate:
-        return Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], "",
-                           why_not=f"{gate}, so it could not show that it sees a difference in transfer")
     scales = [_scale(r.top1_source) for r in rows if r.top1_error is not None and metric in r.metrics]
     scale = max(sorted(set(scales)), key=scales.count) if scales else ""
     out = Correlation("pretraining top-1 accuracy (%)", f"detection {metric}", [], scale)
@@ -440,9 +432,7 @@ def family_sections(results, report: Path) -> tuple[list, list]:
                                    "backbone, 95% intervals over its units as error bars, families by marker (the "
                                    "correlation is on accuracy = 100 - error: a positive one falls to the right)"
                            ) if computed else []  # no figure for a statistic the text says was not computed
-    gated = bool(results.gate)
-    order = ("in the plan's order, not ranked (the job makes no calls: see the control above)" if gated else
-             f"sorted by {CORRELATED_METRIC}, any net that never trained last")
+    order = f"sorted by {CORRELATED_METRIC}, any net that never trained last"
     lines = (f"One row per backbone in the arm {rows[0].arm}, {order}: mean [95% interval "
              "over the backbone's units: pretraining runs, or the one file given]; top-1 from: measured here on the "
              "val items, or published with the weights (another scale: never mixed with measured ones).",

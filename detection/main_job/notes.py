@@ -105,8 +105,8 @@ def _arm_notes(results: JobResults) -> list[str]:
         elif c.call is not None:
             ahead, by = (c.a, c.delta) if c.call == c.a else (c.b, -c.delta)
             notes.append(f"{head}: {ahead} ahead by {by:.1f} {c.metric} ({c.describe(1)}); {differs}.")
-        elif c.interval is None or c.adjustment is not None and c.adjustment.gate:  # one scratch run, or a job
-            notes.append(f"{head}: {c.describe(1)}; {differs}.")  # whose control failed: nothing is called
+        elif c.interval is None or c.adjustment is not None and c.adjustment.reading:  # one scratch run, or a job
+            notes.append(f"{head}: {c.describe(1)}; {differs}.")  # whose control does not read its no-calls
         else:
             notes.append(f"{head}: {c.describe(1)}: no difference is established; {differs}.")
     for key, why in results.not_compared.items():

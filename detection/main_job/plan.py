@@ -123,7 +123,7 @@ class MainJobPlan:
     # The positive control (power issue #64): the first backbone pretrained again, with every pretraining seed, for
     # this fraction of the pretraining budget (a complete schedule of its own), and transferred with the same recipe
     # in the ranking arm (family.leaderboard_arm): a known order -- more pretraining transfers better -- that the job
-    # must call before it ranks anything (results.py: the gate). None: no control, and no ranking language.
+    # see to read its no-calls as "no difference this job could see" (control.py; Holm alone decides its calls).
     control: float | None = None
 
     def embedded_test_set(self) -> str:

@@ -8,8 +8,9 @@ The current rules, applied to every part whatever version wrote it:
   written before it recorded its runs' chance is read as the embedded set's 10-way guess, the only data such parts
   ran on);
 - the family is Holm over every comparison of every part: a call in one part can be no call in the pool;
-- the gate: a part whose positive control was not called -- or that ran none, as every part written before the
-  control existed -- leaves the pooled family with no calls (the degradation experiment's comparisons excepted).
+- Holm alone decides a call; each part's positive control reads the pooled family's transfer no-calls: a part whose
+  control was not called (or came out the wrong way round, or that ran none, as every part written before the
+  control existed) makes them read so (`reading`; "gate" in files written before it vetoed calls).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from dataclasses import asdict, replace
 from classification.analysis.degradation import RECIPE
 from classification.engine.run_files import RunFileError
 
-from ..report.comparison import adjust, gated
+from ..report.comparison import adjust, read_as
 from .compare import COMPARISON_KINDS, recomputed
-from .control import NO_CONTROL
+from .control import FAILED_ASSAY, NOT_SEEN
 from .family import LEFT_CHANCE_BY, NEVER_TRAINED, TOP1_METRIC, leaderboard_from_json, transfer_correlation
 from .results import COMPARED_METRICS, UNGATED_FIELDS
 
@@ -103,9 +104,9 @@ def _merge(parts: list[dict], names: list[str]) -> tuple[dict, dict[str, list[st
 
 
 def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) -> tuple[list, str | None]:
-    """(each part's control recomputed from its groups' per-unit values on `metric`, the pooled family's gate): a
-    part whose control is not called -- or that ran none -- closes the family."""
-    controls, gate = [], None
+    """(each part's control recomputed from its groups' per-unit values on `metric`, the pooled family's reading of
+    its transfer no-calls: the first part's whose control was not called the right way round, or that ran none)."""
+    controls, reading = [], None
     for res, name in zip(parts, names):
         d = res.get("control")
         if isinstance(d, dict) and {"a", "b"} <= set(d):
@@ -113,13 +114,15 @@ def _controls(pooled: dict, parts: list[dict], names: list[str], metric: str) ->
             if c is None:
                 raise RunFileError(f"{name}: its control {d['a']} vs {d['b']} has no per-unit {metric} values in it")
             controls.append((name, c, len(res.get("control_at_chance") or [])))
-            why = None if c.call == c.a else f"{name}: its positive control was not called"
-        elif "gate" not in res:  # written before the control existed
+            why = (None if c.call == c.a else f"{name}: {NOT_SEEN}" if c.call is None else
+                   f"{name}: {FAILED_ASSAY}")
+        elif "gate" not in res and "reading" not in res:  # written before the control existed
             why = f"{name} ran no positive control (written before the control existed)"
         else:
-            why = res["gate"] and f"{name}: {res['gate']}"
-        gate = gate or why
-    return controls, gate
+            why = res.get("reading", res.get("gate"))
+            why = why and f"{name}: {why}"
+        reading = reading or why
+    return controls, reading
 
 
 def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
@@ -144,22 +147,23 @@ def pool_results(parts: list[dict], names: list[str], preset: str = "") -> dict:
                 raise RunFileError(f"{origin[kind][i]}: {kind} lists {d['a']!r} vs {d['b']!r}, whose per-unit "
                                    f"{d['metric']} values are not in it: it cannot be decided from the file")
             keyed.append((kind, c))
-    controls, gate = _controls(pooled, parts, names, metric)
-    gate = gate if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # no transfer comparison to gate
+    controls, reading = _controls(pooled, parts, names, metric)
+    reading = reading if any(kind in GROUP_KINDS for kind, _ in keyed) else None  # no transfer no-call to read
     family = f"the {preset + ' ' if preset else ''}preset's {len(keyed)} comparisons over {len(parts)} part(s)"
     adjusted = adjust([c for _, c in keyed], family)
     for kind in COMPARISON_KINDS:
         pooled[kind] = []
     for (kind, _), c in zip(keyed, adjusted):
-        c = gated([c], gate)[0] if gate and kind not in UNGATED_FIELDS else c
+        c = read_as([c], reading)[0] if reading and kind not in UNGATED_FIELDS else c
         pooled[kind].append({**asdict(c), "call": c.call, "mde": c.mde})
-    pooled |= {"family": family, "gate": gate, "parts": list(names), "decided_on": metric,
+    pooled.pop("gate", None)  # a part's veto, written before Holm alone decided
+    pooled |= {"family": family, "reading": reading, "parts": list(names), "decided_on": metric,
                "test_set": parts[0].get("test_set") or {},  # one for all parts (_one_test_set)
                "pretrain_image_size": size,
                "controls": [{**asdict(c), "call": c.call, "mde": c.mde, "part": name, "pretraining_at_chance": n}
                             for name, c, n in controls]}
     pooled.pop("control", None)
-    _rank(pooled, untrained, gate)
+    _rank(pooled, untrained)
     return pooled
 
 
@@ -169,8 +173,8 @@ def _backbone_of(pooled: dict, name: str) -> str:
     return group.get("backbone", name) if group else name
 
 
-def _rank(pooled: dict, untrained: set[str], gate: str | None) -> None:
-    """The leaderboard and the correlation under the rules: not ranked behind a gate or at chance."""
+def _rank(pooled: dict, untrained: set[str]) -> None:
+    """The leaderboard and the correlation under the rules: a net at chance not ranked, the rest by AP."""
     if not pooled["leaderboard"]:
         pooled["correlation"] = None
         return
@@ -179,14 +183,11 @@ def _rank(pooled: dict, untrained: set[str], gate: str | None) -> None:
     except (TypeError, ValueError) as err:
         raise RunFileError(f"the leaderboard of {', '.join(pooled['parts'])}: not what results.json holds "
                            f"({err})") from None
-    short = gate and ("the job ran no positive control" if NO_CONTROL in gate or "ran no positive control" in gate
-                      else "the job's positive control was not called")
     rows = [replace(r, not_ranked=(f"{NEVER_TRAINED} (top-1 error not {LEFT_CHANCE_BY:g} points below a guess's)"
-                                   if r.backbone in untrained else short or "")) for r in rows]
-    if not short:
-        rows.sort(key=lambda r: (bool(r.not_ranked), -(r.metrics["AP"].mean if "AP" in r.metrics else -1e9)))
+                                   if r.backbone in untrained else "")) for r in rows]
+    rows.sort(key=lambda r: (bool(r.not_ranked), -(r.metrics["AP"].mean if "AP" in r.metrics else -1e9)))
     pooled["leaderboard"] = [asdict(r) for r in rows]
-    pooled["correlation"] = asdict(transfer_correlation(rows, gate=short))
+    pooled["correlation"] = asdict(transfer_correlation(rows))
 
 
 def pool_parts(paths, preset: str = "") -> dict:

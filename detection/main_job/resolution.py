@@ -50,10 +50,12 @@ class Resolution:
 
 
 def _preset_files(root: Path, preset: str) -> list[Path]:
-    """results/<preset>_[<part>_]<date>_<machine>.json, newest first: by date, then a file that records a gate
-    (written since the positive control existed) before one that does not."""
+    """results/<preset>_[<part>_]<date>_<machine>.json, newest first: by date, then a file that records its control's
+    reading ("reading", or "gate" before Holm alone decided: written since the control existed) before one that
+    does not."""
     files = [p for p in (root / "results").glob(f"{preset}_*.json") if _DATED.search(p.name)]
-    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1), '"gate"' in p.read_text(), p.name),
+    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1),
+                                        '"gate"' in (text := p.read_text()) or '"reading"' in text, p.name),
                   reverse=True)
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from classification.engine.run_files import FINAL_CHECKPOINT, read_classification_run
 
-from ..report.comparison import Comparison, Spread, adjust, find, gated, spread
+from ..report.comparison import Comparison, Spread, adjust, find, read_as, spread
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN, compare_groups, differing_keys, group_runs
 from ..report.runs import load_run
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
-from .control import NO_CONTROL, control_lines, control_results
+from .control import control_lines, control_results
 from .degradation_results import (
     DegradationResult,
     degradation_comparison_lines,
@@ -68,8 +68,8 @@ RUN_FIELDS = ("wall_minutes", "machine", "date")
 # the degradation experiment's: CIFAR nets trained from scratch, no transfer; its own control is that every net left
 # chance (degradation_results), not the transfer control
 DEGRADATION_FIELDS = ("degradation_comparisons", "interactions", "layer_response_comparisons")
-# the comparisons no positive control gates: the degradation experiment's and the pretraining order (classifiers,
-# not transfer)
+# the comparisons whose no-calls no positive control reads: the degradation experiment's and the pretraining order
+# (classifiers, not transfer)
 UNGATED_FIELDS = ("pretraining_order", *DEGRADATION_FIELDS)
 
 
@@ -126,14 +126,15 @@ class JobResults:
     pretrain_image_size: int | None = None  # px the job's backbones pretrained at (None: it pretrained none, or the
     #                                          paper scale's ImageNet crops); absent from files before it: 32
     # The positive control (plan.control): the backbone's full-budget group vs its control group on the compared
-    # metric, and their pretraining top-1 errors (the gap the control is made of); the gate: why the family makes no
-    # calls (None: the control was called, or results made without a plan)
+    # metric, and their pretraining top-1 errors (the gap the control is made of); the reading: how the family's
+    # transfer no-calls read when the control does not let them read "no difference this job could see" (not called,
+    # the wrong way round, none run; control.py); it withholds no call: Holm alone decides
     control: Comparison | None = None
     control_top1: Comparison | None = None
     control_fraction: float | None = None
     control_kind: str | None = None  # what the control shortened (plan.control_kind): "pretraining" / "fine-tuning"
     control_at_chance: list[str] = field(default_factory=list)  # control pretraining runs that never left chance
-    gate: str | None = None
+    reading: str | None = None
 
     def never_trained(self, backbone: str, arm: str) -> bool:
         """Whether the backbone's pretraining for `arm` (its norm) never left chance in some run; False for a
@@ -158,8 +159,8 @@ class JobResults:
         self.family = f"the job's {sum(sizes)} comparisons"
         adjusted = adjust(self.comparisons(), self.family)
         for k, n in zip(kinds, sizes):
-            # the transfer comparisons pass the control's gate; the degradation experiment's have none to pass
-            setattr(self, k, gated(adjusted[:n], self.gate) if self.gate and k not in UNGATED_FIELDS
+            # the control reads the transfer no-calls; the pretraining order and the degradation have none
+            setattr(self, k, read_as(adjusted[:n], self.reading) if self.reading and k not in UNGATED_FIELDS
                     else adjusted[:n])
             adjusted = adjusted[n:]
 
@@ -284,13 +285,11 @@ def _family(out: JobResults, plan: MainJobPlan, arm: str, groups: dict, unit_nam
 
     labels = {m: group_label(m, arm) for m in plan.backbones}
     weights = {m: str(f) for m, f in plan.weights}
-    gate = out.gate and ("the job ran no positive control" if out.gate == NO_CONTROL else
-                         "the job's positive control was not called")
-    out.leaderboard = leaderboard(groups, labels, out.top1, weights, arm, run_gmacs, unit_names, gate)
+    out.leaderboard = leaderboard(groups, labels, out.top1, weights, arm, run_gmacs, unit_names)
     trained = [p for p in plain_residual_pairs(plan.backbones) if not any(out.top1.get(m, _NONE).at_chance for m in p)]
     out.pretraining_order = pretraining_order(plan.backbones, out.top1, {frozenset(p) for p in trained})
     out.plain_vs_residual = plain_vs_residual(trained, out.top1, groups, labels, COMPARED_METRICS[0])
-    out.correlation = transfer_correlation(out.leaderboard, gate=gate)
+    out.correlation = transfer_correlation(out.leaderboard)
 
 
 _NONE = Top1("", None)  # a backbone without a top-1: never at chance

@@ -57,7 +57,8 @@ def comparison_from_json(d: dict) -> Comparison:
     values = {k: _tuple(v) for k, v in d.items() if k in names}
     adj = values.get("adjustment")
     if isinstance(adj, dict):
-        values["adjustment"] = Adjustment(**{k: _tuple(v) for k, v in adj.items()})
+        adj = {("reading" if k == "gate" else k): _tuple(v) for k, v in adj.items()}  # "gate": written before
+        values["adjustment"] = Adjustment(**adj)
     return Comparison(**values)
 
 
@@ -247,14 +248,14 @@ def _chance_caveat(c, where: str) -> list[str]:
 
 
 def _control_lines(results: dict, where: str) -> list[str]:
-    """The positive control's comparison and the gate, before anything it decides."""
+    """The positive control's comparison and how it reads the no-calls, before them."""
     lines = []
     for at, c in _controls(results, where):
         lines.append(f"Positive control{_part(c)}: {_comparison_text(c, at, headline=True)}.")
         lines += _chance_caveat(c, at)
-    gate = _get(results, "gate", str, where)
-    if gate:
-        lines.append(f"No calls below: {_md(gate)}.")
+    reading = _get(results, "reading", str, where)
+    if reading:
+        lines.append(f"Holm's calls below stand; its no-calls read: {_md(reading)}.")
     return lines + [""] if lines else []
 
 
@@ -332,7 +333,7 @@ def _comparison_text(d, where: str, *, headline: bool = False) -> str:
 def _escaped(c: Comparison) -> Comparison:
     """The comparison with every text the file gave escaped for Markdown."""
     adj = c.adjustment and replace(c.adjustment, method=_md(c.adjustment.method), family=_md(c.adjustment.family),
-                                   gate=c.adjustment.gate and _md(c.adjustment.gate))
+                                   reading=c.adjustment.reading and _md(c.adjustment.reading))
     return replace(c, a=_md(c.a), b=_md(c.b), metric=_md(c.metric), unit_a=_md(c.unit_a), unit_b=_md(c.unit_b),
                    why_no_interval=c.why_no_interval and _md(c.why_no_interval), adjustment=adj)
 

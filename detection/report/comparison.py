@@ -42,10 +42,12 @@ well as", "the same") is said only from TOST: the (1 - 2 alpha) interval, at the
 inside +-margin (`Comparison.equivalent(margin)`); the few equivalence claims are not adjusted as a family of their
 own.
 
-**The gate.** A job that ranks carries a positive control (main_job.plan: one backbone with a fraction of its
-pretraining, a known order) and tests it first, on its own 95% interval; only when the control is called does the
-family get calls (fixed-sequence gatekeeping: the familywise error stays at 0.05). When it is not, `gated` keeps
-every interval, p and MDE of the family and makes no call: the job could not have seen a known difference.
+**The positive control reads the no-calls.** Holm over the family alone decides a call: it holds the familywise
+error at 0.05 by itself. A job that ranks also carries a positive control (main_job.plan: one backbone with a
+fraction of its pretraining, a known order), tested on its own 95% interval: it says how to read the family's
+no-calls, never whether a call stands. Called, a no-call reads "no difference this job could see" beside its MDE;
+not called, "this job could not see even its control" (`read_as` sets the family's `reading`); called the wrong way
+round, the assay failed, which the job says before anything else.
 
 **Numerics.** Student's t is scipy.stats' (`t.ppf`, `t.sf`), Holm's decisions and adjusted p statsmodels'
 (`multipletests(method="holm")`): what a reviewer checks the numbers against. Ours are only what those libraries do
@@ -62,7 +64,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "gated", "find",
+__all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "read_as", "find",
            "with_test_set",
            "detectable", "units_for", "t_quantile",
            "LEVEL", "POWER", "HOLM"]
@@ -98,8 +100,9 @@ class Adjustment:
     alpha: float  # its two-sided level: 0.05 / (m - k + 1) at its Holm step (frozen at the first step that fails)
     interval: tuple[float, float] | None  # at 1 - alpha; excludes 0 exactly when Holm rejects
     p: float | None  # Holm-adjusted p (None without an interval)
-    gate: str | None = None  # why nothing in the family is called: its gatekeeper (the job's positive control) was
-    #   not called first (fixed-sequence gatekeeping: control at 0.05, then the family by Holm at 0.05); None: open
+    reading: str | None = None  # how a no-call of the family reads when the job's positive control does not let it
+    #   read "no difference this job could see" (not called, called the wrong way round, or none run); it never
+    #   withholds a call: Holm alone decides
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ class Comparison:
     def call(self) -> str | None:
         """The name of the group ahead (higher, or lower for an error) when the deciding interval excludes 0."""
         ci = self.decided_by
-        if ci is None or ci[0] <= 0.0 <= ci[1] or (self.adjustment is not None and self.adjustment.gate):
+        if ci is None or ci[0] <= 0.0 <= ci[1]:
             return None
         return self.a if (self.delta > 0) == self.higher_is_better else self.b
 
@@ -182,10 +185,11 @@ class Comparison:
             return f"one {self.unit_a if self.units[0] < 2 else self.unit_b}"
         return "identical unit means"
 
-    def _gate_head(self) -> str:
-        """The gate's own words up to its details ("its positive control was not called", "the job ran no ..."):
-        the details -- the control's whole comparison -- are said once, in the control's own line."""
-        return self.adjustment.gate.split(" (")[0]
+    def _reading(self) -> str | None:
+        """How this no-call reads, when the job's control sets it: its words up to their details (the control's
+        whole comparison is said once, in the control's own line); None: "no difference this job could see"."""
+        adj = self.adjustment
+        return adj.reading.split(" (")[0] if adj is not None and adj.reading and self.call is None else None
 
     def _test_set_text(self, nd: int) -> str:
         if self.test_set_se is None:
@@ -216,8 +220,8 @@ class Comparison:
         level = f"{100 * (1 - self.alpha):.4g}% CI" + (f", {adj.method} over {adj.size}" if adj is not None else "")
         numbers = f"{observed} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
         mde = "" if self.mde is None else f"; the smallest difference it could see is {self.mde:.{nd}f} {self.metric}"
-        if adj is not None and adj.gate:
-            return f"{self.a} vs {self.b}: no call, {self._gate_head()}: {numbers}{mde}"
+        if self._reading():
+            return f"{self.a} vs {self.b}: no call, {self._reading()}: {numbers}{mde}"
         if self.call is None:
             return f"{self.a} vs {self.b}: no difference this job could see: {numbers}{mde}"
         ahead = self if (self.delta > 0) == self.higher_is_better else self.reversed()  # ahead minus behind
@@ -254,8 +258,8 @@ class Comparison:
         lo, hi = self.interval
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}{self._test_set_text(nd)}"
         counts += f", df {self.df:.1f}"
-        if self.adjustment is not None and self.adjustment.gate:
-            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self._gate_head()}; the smallest difference it "
+        if self._reading():
+            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self._reading()}; the smallest difference it "
                     f"could call is {self.mde:.{nd}f} (80% power at its {100 * self.alpha:.3g}% level)")
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
@@ -425,10 +429,10 @@ def with_test_set(c: Comparison, se: float | None, images: int | None) -> Compar
     return c if se is None else replace(c, test_set_se=se, test_images=images)
 
 
-def gated(comparisons: Sequence[Comparison], why: str) -> list[Comparison]:
-    """The family's comparisons with none called: its gatekeeper failed (`why` says how). Their intervals, p and MDE
-    stay, as numbers, with no call made from them."""
-    return [replace(c, adjustment=replace(c.adjustment, gate=why)) if c.adjustment is not None else c
+def read_as(comparisons: Sequence[Comparison], reading: str) -> list[Comparison]:
+    """The family's comparisons with the reading its no-calls get from the job's positive control (not called, the
+    wrong way round, or none run). Every call Holm made stands."""
+    return [replace(c, adjustment=replace(c.adjustment, reading=reading)) if c.adjustment is not None else c
             for c in comparisons]
 
 

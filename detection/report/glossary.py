@@ -80,8 +80,10 @@ GLOSSARY: dict[str, str] = {
     "call": "'A ahead' when the family-adjusted interval excludes 0; otherwise no call",
     "MDE": "minimum detectable effect: the smallest true difference the comparison would call with 80% power; a "
            "'no call' says nothing about differences below it",
-    "positive control": "the same backbone with a fraction of its pretraining against the whole: a difference the "
-                        "job must see before its other comparisons may be called",
+    "positive control": "the same backbone with a fraction of its pretraining against the whole: a known difference "
+                        "that says how to read the job's no-calls (seen: 'no difference this job could see'; not "
+                        "seen: the job is underpowered; the wrong way round: a failed assay); Holm alone decides "
+                        "every call",
     "arm": "how a backbone is trained and normalised for detection (e.g. frozenbn_pretrained, gn_scratch)",
     "frozenbn": "BatchNorm with its statistics and affine frozen after pretraining (the paper's detection setting)",
     "gn": "GroupNorm, trained in the detector (needed to train from scratch: Rethinking ImageNet Pre-training)",

@@ -212,8 +212,8 @@ def comparisons_table(family: list[Comparison]) -> tuple[list[str], list[list[st
                  f"{c.units[0]} {c.unit_a}s vs {c.units[1]} {c.unit_b}s") + ("" if c.df is None else f" ({c.df:.1f})")
         if c.interval is None:
             call = f"no call: no interval ({c.no_interval()})"
-        elif adj is not None and adj.gate:
-            call = f"no call: {adj.gate.split(' (')[0]} (MDE {c.mde:.2f})"
+        elif adj is not None and adj.reading:
+            call = f"no call: {adj.reading.split(' (')[0]} (MDE {c.mde:.2f})"
         else:  # the row names both groups: the call says which column is ahead
             call = ("A ahead" if c.call == c.a else "B ahead") if c.call else f"no call (MDE {c.mde:.2f})"
         rows.append([c.a, c.b, c.metric, f"{c.delta:+.2f}",

@@ -74,7 +74,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
     assert len(results["arms"]) == 0 and len(results["deltas"]) == 0 and len(results["interactions"]) == 1
     assert len(results["not_compared"]) == 2 * 3 and "resnet101 GN: pretraining never left chance in 1 of 1" in md
     assert "vgg16_bn BN: pretraining never left chance in 1 of 1 run(s)" in summary
-    assert results["gate"].startswith("the job ran no positive control") and all(
+    assert results["reading"].startswith("the job ran no positive control") and all(
         c["call"] is None for c in results["arms"])
     # Fig. 7 as calls: the residual net against the plain net at each depth, over the seeds
     assert [(c["a"], c["b"]) for c in results["layer_response_comparisons"]] == [

@@ -1,6 +1,6 @@
-"""detection.main_job.control and the gate: the presets that rank carry a positive control (the first backbone with a
-fraction of its pretraining, transferred alike); a job whose control is called makes its family's calls, a job whose
-control is not called (its two sides identical) or that ran none shows every interval and no ranking language."""
+"""detection.main_job.control and the no-calls it reads: the presets that rank carry a positive control (the first
+backbone with a fraction of its pretraining, transferred alike); Holm alone decides a job's calls, the control says how
+its no-calls read -- seen, "no difference this job could see"; unseen, underpowered; reversed, a failed assay."""
 
 import json
 from dataclasses import replace
@@ -30,7 +30,7 @@ BACKBONES = ("resnet18", "plain18", "resnet50", "resnet34")
 
 
 def _transfer(res: JobResults) -> list:
-    """The comparisons a positive control gates: all but the pretraining order and the degradation's."""
+    """The comparisons whose no-calls a positive control reads: all but the pretraining order and the degradation's."""
     return [c for kind in COMPARISON_FIELDS if kind not in UNGATED_FIELDS for c in getattr(res, kind)]
 
 
@@ -117,11 +117,11 @@ def _pretraining_run(out, top1):
     (out / "model_final.pth").write_bytes(b"")
 
 
-def _job(tmp_path, plan, control_drop: float, top1=None):
-    """A finished job made of run directories in the real layouts: resnet18 AP 30/34/32 over its three pretraining
-    runs, its control `control_drop` below each, the others apart."""
+def _job(tmp_path, plan, control_drop: float, top1=None, ap=None):
+    """A finished job made of run directories in the real layouts: resnet18 AP 30/32/34 over its three pretraining
+    runs, its control `control_drop` below each, the others apart (or at `ap`)."""
     top1 = top1 or {"resnet18": 60.0, "plain18": 55.0, "resnet50": 65.0, "resnet34": 62.0}
-    ap = {"resnet18": 30.0, "plain18": 20.0, "resnet50": 40.0, "resnet34": 36.0}
+    ap = {"resnet18": 30.0, "plain18": 20.0, "resnet50": 40.0, "resnet34": 36.0} | (ap or {})
     stages = plan_stages(plan, tmp_path / "job")
     for s in stages:
         if s.kind == "pretrain":
@@ -138,51 +138,69 @@ def _text(res, plan):
     return " ".join(summary_lines(res, plan, {}, "data") + generated_notes(res, plan))
 
 
-def test_a_called_control_opens_the_family_and_says_so(tmp_path):
+def test_a_called_control_reads_the_no_calls_as_no_difference_the_job_could_see(tmp_path):
     plan = _plan()
     res = job_results(_job(tmp_path, plan, control_drop=12.0), plan)
-    assert res.gate is None and res.control.call == "resnet18_frozenbn_pretrained" and res.control.delta == 12.0
+    assert res.reading is None and res.control.call == "resnet18_frozenbn_pretrained" and res.control.delta == 12.0
     assert res.control_top1.call == "resnet18"  # 30 points more top-1 error after half the pretraining
     assert "resnet18 frozenbn control" not in _text(res, plan)
     text = _text(res, plan)
-    assert "Control called (resnet18_frozenbn_pretrained ahead by 12.00 AP" in text
+    assert "The control was called: a no-call below is no difference this job could see" in text
     assert any(c.call for c in res.comparisons())  # resnet50 vs resnet18: 10 AP apart at sd 2 -- called
     assert [r.backbone for r in res.leaderboard][:2] == ["resnet50", "resnet34"] and not res.leaderboard[0].not_ranked
 
 
-def test_an_undetectable_control_leaves_every_interval_and_no_ranking_language(tmp_path):
-    """Both sides of the control identical: the job cannot show that it sees a known difference, so nothing is
-    called, the leaderboard keeps the plan's order unranked, and no correlation is computed."""
+def test_an_unseen_control_leaves_holms_calls_standing_and_reads_every_no_call_as_underpowered(tmp_path):
+    """Both sides of the control identical: Holm still decides every call (resnet50 vs resnet18, 10 AP apart, is
+    called); every transfer no-call reads "this job could not see even its positive control"; the report says
+    the job is underpowered; the leaderboard is sorted and the correlation computed as in any job."""
     plan = _plan()
-    res = job_results(_job(tmp_path, plan, control_drop=0.0), plan)
+    close = {"resnet34": 30.5}  # 0.5 AP from resnet18 at the same spread: no call
+    res = job_results(_job(tmp_path, plan, control_drop=0.0, ap=close), plan)
+    called = job_results(_job(tmp_path / "called", plan, control_drop=12.0, ap=close), plan)
     assert res.control is not None and res.control.call is None
-    assert res.gate.startswith("its positive control was not called")
+    assert res.reading.startswith("this job could not see even its positive control (resnet18 with 0.5")
     family = _transfer(res)
-    assert family and all(c.call is None and c.interval is not None for c in family)
-    assert all(c.adjustment.gate == res.gate for c in family)
+    assert [c.call for c in family] == [c.call for c in _transfer(called)]  # the control vetoes nothing
+    assert any(c.call for c in family) and any(c.call is None for c in family)
+    assert all(c.adjustment.reading == res.reading for c in family)
+    no_calls = [c.headline() for c in family if c.call is None]
+    assert all(" vs " in t and "no call, this job could not see even its positive control:" in t for t in no_calls)
     text = _text(res, plan)
-    assert "This job cannot rank backbones: its positive control was not called" in text
-    # no call anywhere but the control's pretraining gap (a measured fact about the control, not a ranking; the
-    # summary says it, the report's first section too: generated_notes leave it to that section)
-    assert text.count(" ahead") == text.count("resnet18 ahead (lower pretraining top-1 error)") == 1
-    assert [r.backbone for r in res.leaderboard] == list(BACKBONES)
-    assert all(r.not_ranked == "the job's positive control was not called" for r in res.leaderboard)
-    assert res.correlation.spearman is None and "positive control was not called" in res.correlation.why_not
+    assert "This job could not see even its control: it is underpowered." in text
+    assert [r.backbone for r in res.leaderboard][:2] == ["resnet50", "resnet34"]
+    assert "positive control" not in res.correlation.why_not  # not computed only for want of 5 backbones
     d = res.to_json()
-    assert d["gate"] == res.gate and all(x["call"] is None and x["mde"] > 0 for x in d["deltas"])
+    assert d["reading"] == res.reading and "gate" not in d
+    assert all(x["mde"] > 0 for x in d["deltas"] if x["call"] is None)
 
 
-def test_a_job_without_a_control_makes_no_calls(tmp_path):
+def test_a_control_the_wrong_way_round_is_a_failed_assay_said_before_anything_else(tmp_path):
+    plan = _plan()
+    res = job_results(_job(tmp_path, plan, control_drop=-12.0), plan)  # half the pretraining 12 AP ahead
+    assert res.control.call == "resnet18_frozenbn_pretrained_control"
+    assert res.reading.startswith("its positive control came out the wrong way round, a failed assay")
+    lines = headline_lines(res)
+    assert lines[0].startswith("Positive control (0.5 of the pretraining vs the whole, same recipe): resnet18_"
+                               "frozenbn_pretrained_control is ahead of resnet18_frozenbn_pretrained by 12.0 AP")
+    assert lines[1].startswith("The control came out the wrong way round (the shortened budget ahead of the whole): "
+                               "a failed assay")
+    assert lines[2].startswith("Pretraining: ")  # the pretraining order after the failed assay
+    assert any(c.call for c in _transfer(res))
+
+
+def test_a_job_without_a_control_calls_by_holm_and_reads_no_no_call_as_no_difference(tmp_path):
     plan = _plan(control=None)
-    res = job_results(_job(tmp_path, plan, control_drop=0.0), plan)
-    assert res.control is None and res.gate.startswith("the job ran no positive control")
-    assert all(c.call is None for c in _transfer(res))
-    assert "No ranking: the job ran no positive control" in _text(res, plan)
-    head, rows = comparisons_table([c for c in _transfer(res) if c.interval is not None])
+    res = job_results(_job(tmp_path, plan, control_drop=0.0, ap={"resnet34": 30.5}), plan)
+    assert res.control is None and res.reading.startswith("the job ran no positive control")
+    assert any(c.call for c in _transfer(res))
+    assert "No positive control: the job ran no positive control" in _text(res, plan)
+    no_calls = [c for c in _transfer(res) if c.interval is not None and c.call is None]
+    head, rows = comparisons_table(no_calls)
     assert rows and all(r[-1] == f"no call: the job ran no positive control (MDE {c.mde:.2f})"
-                        for r, c in zip(rows, [c for c in _transfer(res) if c.interval is not None]))
+                        for r, c in zip(rows, no_calls))
     degradation = job_results([], replace(MainJobPlan(), **PRESETS["degradation"]))
-    assert degradation.gate is None and control_lines(degradation) == []  # no transfer legs: nothing to gate
+    assert degradation.reading is None and control_lines(degradation) == []  # no transfer legs: nothing to read
 
 
 def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_path):
@@ -229,9 +247,9 @@ def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_un
 
 
 @pytest.mark.parametrize("drop, called", [(12.0, True), (0.0, False)])
-def test_a_pooled_part_keeps_its_control_recomputed_and_the_gate_it_sets(tmp_path, drop, called):
+def test_a_pooled_part_keeps_its_control_recomputed_and_the_reading_it_sets(tmp_path, drop, called):
     """pool.py on a part written with a control: the control is decided anew from its groups' per-unit values and
-    rendered; a part whose control is not called closes the pooled family."""
+    rendered; a part whose control is not called reads the pooled family's no-calls, and vetoes none of its calls."""
     from detection.main_job.pool import pool_results
     from detection.main_job.results_doc import render
 
@@ -240,8 +258,8 @@ def test_a_pooled_part_keeps_its_control_recomputed_and_the_gate_it_sets(tmp_pat
     pooled = pool_results([part], ["job/results.json"])
     (control,) = pooled["controls"]
     assert control["part"] == "job/results.json" and (control["call"] == control["a"]) == called
-    assert (pooled["gate"] is None) == called
-    assert any(c["call"] for c in pooled["deltas"]) == called
+    assert (pooled["reading"] is None) == called and "gate" not in pooled
+    assert any(c["call"] for c in pooled["deltas"])
     assert "Positive control (job/results.json): resnet18_frozenbn_pretrained " in render(pooled)
 
 
@@ -258,9 +276,10 @@ def test_the_expected_resolution_lists_only_the_arm_comparisons_the_plan_makes()
     assert not any(a.endswith("_gn_pretrained") and b.endswith("_gn_scratch_3x") for a, b in pairs), pairs
 
 
-def test_the_reports_first_sentences_are_the_calls_then_why_a_job_without_a_control_makes_none():
-    """headline_lines: a job with no control says its comparison first, then that nothing is called."""
+def test_the_reports_first_sentences_are_the_calls_then_how_a_job_without_a_control_reads_its_no_calls():
+    """headline_lines: a job with no control says its comparison first, then that a no-call is not evidence."""
     c = compare("AP", "r101", {"p0": [48.2]}, "pretraining run", "vgg", {"p0": [58.7]}, "pretraining run")
-    lines = headline_lines(JobResults(deltas=[c], gate=NO_CONTROL))
+    lines = headline_lines(JobResults(deltas=[c], reading=NO_CONTROL))
     assert lines[0].startswith("r101 vs vgg: ΔAP -10.5 (1 vs 1 pretraining runs), no call: r101 has one pretraining")
-    assert lines[1].startswith("No ranking: the job ran no positive control")
+    assert lines[1].startswith("No positive control: the job ran no positive control")
+    assert lines[1].endswith("Holm alone decides the calls, and a no-call is not evidence of no difference.")

@@ -180,7 +180,7 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
     assert (row["backbone"], row["weights"], row["top1_source"]) == ("resnet18", "resnet18_torchvision.pth",
                                                                       PUBLISHED)
     assert row["top1_error"]["mean"] == pytest.approx(100 - 69.758) and row["metrics"]["AP"]["units"] == 1
-    assert "positive control was not called" in results["correlation"]["why_not"]  # one fine-tuning run a side
+    assert "a rank correlation needs at least 5" in results["correlation"]["why_not"]  # one backbone
     assert "## Leaderboard" in (out / "report" / "report.md").read_text()
     torch.save(torchvision.models.resnet18().state_dict(), torchvision_resnet18)  # another file, the same name
     again = run_tool("tools/main_job.py", *args, timeout=300)
@@ -192,8 +192,8 @@ def test_a_job_on_given_torchvision_weights_trains_its_leg_and_ranks_it_with_the
 @pytest.mark.slow
 def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_nothing_it_cannot_see(tmp_path):
     """The family preset at smoke scale: the leaderboard and the control's legs are made; two pretraining iterations
-    leave every net at chance and the control cannot be called, so the report names both, keeps the plan's order and
-    makes no call, correlation or scatter (the statistics: test_main_job_control.py)."""
+    leave every net at chance and the control cannot be called, so the report names both, ranks no net and makes no
+    call, correlation or scatter (the statistics: test_main_job_control.py)."""
     out = tmp_path / "job"
     backbones = ["resnet18", "resnet34", "plain18", "plain34", "vgg11_bn"]
     proc = run_tool("tools/main_job.py", "--preset", "family", "--test-scenes", "100", "--backbones", *backbones,
@@ -205,17 +205,18 @@ def test_a_five_backbone_job_writes_the_leaderboard_with_its_control_and_ranks_n
     assert (out / "detect" / "resnet18_frozenbn_pretrained_control_p1_d0").is_dir()
     results = json.loads((out / "results.json").read_text())
     board = results["leaderboard"]
-    assert [r["backbone"] for r in board] == backbones  # the plan's order: nothing is ranked
+    assert sorted(r["backbone"] for r in board) == sorted(backbones)
     assert all(r["top1_source"] == MEASURED and r["top1_error"]["units"] == 2 and r["params_m"] > 0
                and r["gmacs"] > 0 and r["inference_s_per_image"] > 0 and r["not_ranked"] for r in board)
-    assert results["control"]["a"] == "resnet18_frozenbn_pretrained" and results["gate"]
+    assert results["control"]["a"] == "resnet18_frozenbn_pretrained" and results["reading"]
     assert results["correlation"]["spearman"] is None and results["correlation"]["why_not"]
     assert all(c["call"] is None for c in results["deltas"] + results["plain_vs_residual"])
     assert not (out / "report" / "transfer_scatter.png").exists()  # every net at chance: no point to draw
     md = (out / "report" / "report.md").read_text()
     said = md.split("## Result\n\n")[1].split("\n\n")[0]  # the first sentences: the control, what it allows
     assert said.startswith("- Positive control (0.5 of the pretraining vs the whole, same recipe): ")
-    assert "So this job cannot rank backbones" in said and "Accuracy vs transfer: not computed" in said
+    assert "This job could not see even its control: it is underpowered" in said
+    assert "Accuracy vs transfer: not computed" in said
     assert md.index("## Result") < md.index("## Leaderboard") and "not ranked" in md
 
 

@@ -29,7 +29,7 @@ def test_results_md_agrees_with_the_results_it_cites():
 def test_a_changed_number_makes_the_check_fail_and_regeneration_fixes_it(tmp_path):
     values = {"b": {"p0": [90.0], "p1": [91.0]}, "a": {"p0": [80.0], "p1": [82.0]}}
     groups = [{"name": n, "unit": "pretraining run", "values": {"AP": v, "AP50": v}} for n, v in values.items()]
-    results = {"groups": groups, "arms": [], "family": "the job's 1 comparisons", "gate": None,
+    results = {"groups": groups, "arms": [], "family": "the job's 1 comparisons", "reading": None,
                "deltas": [json.loads(json.dumps({**_asdict(adjust([compare(
                    "AP50", "b", values["b"], "pretraining run", "a", values["a"], "pretraining run")],
                    "the job's 1 comparisons")[0])}))]}
@@ -173,7 +173,7 @@ def _headline_job(tmp_path, r101: dict, vgg: dict, control: dict | None = None):
               for n, v in (("r101", r101), ("vgg", vgg), ("vgg_control", control)) if v]
     delta = adjust([compare("AP", "r101", r101, "pretraining run", "vgg", vgg, "pretraining run")], "f")[0]
     (tmp_path / "results").mkdir(exist_ok=True)
-    job = {"groups": groups, "arms": [], "family": "the job's 1 comparisons", "gate": None,
+    job = {"groups": groups, "arms": [], "family": "the job's 1 comparisons", "reading": None,
            "deltas": [_asdict(delta)]}
     if control:
         job["control"] = _asdict(adjust([compare("AP", "vgg", vgg, "pretraining run", "vgg_control", control,
