@@ -200,6 +200,23 @@ def _check_allowed_untrained_taps(args, plan: MainJobPlan) -> None:
                         f"{plan.pretrain_image_size} px, {plan.scale} scale); leave it out")
 
 
+def _refuse_ignored(args, plan: MainJobPlan) -> None:
+    """An option the plan would not use is refused naming it, never ignored."""
+    _check_allowed_untrained_taps(args, plan)
+    if args.pretrain_image_size is not None and not plan.pretrained_here():
+        raise PlanError(f"--pretrain-image-size {args.pretrain_image_size}: this job pretrains no backbone (every one "
+                        "from --weights, or none planned); leave it out")
+    if args.test_scenes is not None and not plan.detect_data.embedded:
+        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the embedded val scenes; your own data's "
+                        "test set is the one --detect-coco / --detect-voc names")
+    if args.test_scenes is not None and plan.selection:
+        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the val scenes; --selection scores the "
+                        "held-out training scenes instead")
+    if args.control is not None and plan.control_arm() is None:  # there is nothing to control
+        raise PlanError(f"--control {args.control:g}: the plan has no pretrained arm of a backbone to control "
+                        f"(--arms {' '.join(plan.arms) or '(none)'}); leave it out")
+
+
 def plan_from_args(args) -> MainJobPlan:
     base = replace(MainJobPlan(), **PRESETS[args.preset])
     backbones = tuple(args.backbones) if args.backbones else base.backbones
@@ -248,19 +265,7 @@ def plan_from_args(args) -> MainJobPlan:
                             "would pretrain on it")
         plan = replace(plan, pretrain_data=PretrainData())  # the preset's folder, unused: not read, not recorded
     validate_plan(plan)
-    _check_allowed_untrained_taps(args, plan)
-    if args.pretrain_image_size is not None and not plan.pretrained_here():  # never ignored
-        raise PlanError(f"--pretrain-image-size {args.pretrain_image_size}: this job pretrains no backbone (every one "
-                        "from --weights, or none planned); leave it out")
-    if args.test_scenes is not None and not plan.detect_data.embedded:  # never ignored
-        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the embedded val scenes; your own data's "
-                        "test set is the one --detect-coco / --detect-voc names")
-    if args.test_scenes is not None and plan.selection:
-        raise PlanError(f"--test-scenes {args.test_scenes} chooses among the val scenes; --selection scores the "
-                        "held-out training scenes instead")
-    if args.control is not None and plan.control_arm() is None:  # never ignored: there is nothing to control
-        raise PlanError(f"--control {args.control:g}: the plan has no pretrained arm of a backbone to control "
-                        f"(--arms {' '.join(plan.arms) or '(none)'}); leave it out")
+    _refuse_ignored(args, plan)
     return plan
 
 

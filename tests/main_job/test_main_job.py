@@ -51,7 +51,7 @@ def test_main_job_pretrains_transfers_reports_and_reuses_stages(tmp_path):
             assert json.loads((scratch / "progress.json").read_text())["iteration"] == iterations
     report = out / "report"
     md = (report / "report.md").read_text()
-    assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 32 px" in md
+    assert "pretrained with tools/train_cls.py: resnet101 x0.25 on embedded, 48 px" in md
     assert "paper AP50 / AP" not in md and "chance (random boxes)" in md
     assert md.index("## Result\n\n- ") < md.index("| vgg16_bn_frozenbn_pretrained |")  # the sentences first
     assert "| vgg16_bn_frozenbn_pretrained |" in md and "| resnet101_gn_scratch_3x |" in md  # the job's groups

@@ -22,8 +22,9 @@ TINY = ["--preset", "quick", "--width", "1", "--arms", "frozenbn_pretrained", "-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """The embedded set as a user's files: COCO json + images, a VOC layout, and the first 256 training and 64
-    val composites as an ImageNet-style folder."""
-    return export_embedded(tmp_path_factory.mktemp("export") / "embedded", train_items=256, val_items=64)
+    val composites as an ImageNet-style folder, at the size the main job pretrains at."""
+    return export_embedded(tmp_path_factory.mktemp("export") / "embedded", train_items=256, val_items=64,
+                           image_size=MainJobPlan().pretrain_image_size)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_coco_and_voc_data_become_each_legs_registration_and_its_class_count(tmp
     stages = plan_stages(plan, tmp_path)
     pretrain, leg = stages
     assert " ".join(pretrain.argv).count(f"--dataset imagefolder-small --data-root {tmp_path / 'folder'} "
-                                         "--image-size 32") == 1  # embedded scale: the embedded recipe
+                                         "--image-size 48") == 1  # embedded scale: the embedded recipe
     assert pretrain.iterations == 6  # 2 epochs of the folder's 3 images, batch 1
     argv = " ".join(leg.argv)
     assert ("--dataset-coco main_job_train /d/train.json /d/img --dataset-coco main_job_test /d/val.json /d/img"

@@ -174,7 +174,7 @@ def test_the_main_job_as_a_slurm_job_graph_reports_what_a_local_run_reports(slur
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
     ids = re.findall(r"submitted (\d+): ", submitted.stdout)
     report_id = re.search(r"report job (\d+) submitted", submitted.stdout).group(1)
-    assert len(ids) == 4 and report_id == ids[-1]  # pretraining, the pretrained and the scratch detector, the report
+    assert len(ids) == 3 and report_id == ids[-1]  # pretraining, the pretrained detector, the report
     waiting = subprocess.run(["scontrol", "show", "job", report_id], capture_output=True, text=True).stdout
     assert re.search(r"Dependency=afterok:\d+", waiting), waiting
     local = run_tool("tools/main_job.py", "--output-dir", tmp_path / "local", *tiny, env=ENV, timeout=900)
