@@ -17,7 +17,7 @@ import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.sc
 
 from backbones.checkpoint_io import atomic_write_text
 from backbones.strict_json import strict_json
-from classification.analysis.kernel_taps import tap_training, zero_unmoved_taps
+from classification.analysis.kernel_taps import initial_and_final, tap_training, zero_unmoved_taps
 from classification.engine.cli import user_errors
 
 
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {}
     with user_errors(args.debug):
         for run in args.runs:
-            rows = tap_training(run)
+            nets = initial_and_final(run)  # the run's data and initial net rebuilt once
+            rows = tap_training(run, nets)
             out[str(run)] = [asdict(r) for r in rows]
             print(f"{run}:")
             print(f"  {'stage':<8} {'convs':>5} {'taps':>6} {'unmoved':>8} {'predicted':>9} {'unmoved weights':>16}")
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                 shrink = f"  decay x{r.shrink:.4f}" if r.shrink is not None else ""
                 print(f"  {r.stage:<8} {r.convs:>5} {r.taps:>6} {r.unmoved:>8} {r.predicted:>9} {share:>16}{shrink}")
         if args.zero_unmoved:
-            n = zero_unmoved_taps(args.runs[0], args.zero_unmoved)
+            n = zero_unmoved_taps(args.runs[0], args.zero_unmoved, nets[:2])
             print(f"{args.zero_unmoved}: {n:,} weights of unmoved taps set to zero")
     if args.json:
         atomic_write_text(args.json, strict_json(out))

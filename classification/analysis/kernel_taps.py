@@ -74,50 +74,53 @@ def _unmoved(w0: torch.Tensor, w1: torch.Tensor, i: int, j: int) -> bool:
     return bool(cosine >= UNMOVED_COSINE and b.norm() <= a.norm())
 
 
-def zero_unmoved_taps(run: str | Path, out: str | Path) -> int:
-    """Write the run's final checkpoint to `out` with every unmoved tap set to zero (what a layer computes from the
-    taps it learned only), its metadata kept; returns the weights zeroed."""
-    first, final, _ = initial_and_final(run)
-    ckpt = read_checkpoint(Path(run) / FINAL_CHECKPOINT)
-    weights = ckpt["model"]
+def _kxk_taps(first: nn.Module, final: nn.Module):
+    """(conv name, initial weight, final weight, row, column, unmoved) of every tap of every k x k convolution."""
     start = dict(first.named_modules())
-    zeroed = 0
     for name, conv in final.named_modules():
         if isinstance(conv, nn.Conv2d) and conv.kernel_size != (1, 1):
             w0, w1 = start[name].weight.detach(), conv.weight.detach()
-            tensor = weights[f"{name}.weight"]
             for i in range(w0.shape[2]):
                 for j in range(w0.shape[3]):
-                    if _unmoved(w0, w1, i, j):
-                        tensor[:, :, i, j] = 0
-                        zeroed += tensor[:, :, i, j].numel()
+                    yield name, w0, w1, i, j, _unmoved(w0, w1, i, j)
+
+
+def zero_unmoved_taps(run: str | Path, out: str | Path, nets: tuple[nn.Module, nn.Module] | None = None) -> int:
+    """Write the run's final checkpoint to `out` with every unmoved tap set to zero (what a layer computes from the
+    taps it learned only), its metadata kept; returns the weights zeroed. nets: initial_and_final's pair, when the
+    caller has it (it rebuilds the run's data)."""
+    first, final = nets or initial_and_final(run)[:2]
+    ckpt = read_checkpoint(Path(run) / FINAL_CHECKPOINT)
+    zeroed = 0
+    for name, _, _, i, j, unmoved in _kxk_taps(first, final):
+        if unmoved:
+            tensor = ckpt["model"][f"{name}.weight"]
+            tensor[:, :, i, j] = 0
+            zeroed += tensor[:, :, i, j].numel()
     atomic_torch_save(ckpt, out)
     return zeroed
 
 
-def tap_training(run: str | Path) -> list[StageTaps]:
+def tap_training(run: str | Path, nets: tuple[nn.Module, nn.Module, ClsConfig] | None = None) -> list[StageTaps]:
     """Per stage of the run's net: its k x k convs' taps, unmoved (cosine with the initial tap >= UNMOVED_COSINE and
-    no longer than it) and predicted untrained at the run's image size."""
-    first, final, cfg = initial_and_final(run)
+    no longer than it) and predicted untrained at the run's image size; nets: initial_and_final(run), if at hand."""
+    first, final, cfg = nets or initial_and_final(run)
     predicted = {c.name: c for c in kernel_taps(first, cfg.image_size)}
-    convs = {n: m for n, m in final.named_modules() if isinstance(m, nn.Conv2d) and m.kernel_size != (1, 1)}
-    start = dict(first.named_modules())
     rows: dict[str, list] = {}
-    for name, conv in convs.items():
-        w0, w1 = start[name].weight.detach(), conv.weight.detach()
+    seen: set[str] = set()
+    for name, w0, w1, i, j, unmoved in _kxk_taps(first, final):
         geometry = predicted[name]
         row = rows.setdefault(geometry.stage, [0, 0, 0, 0, 0, 0, []])
-        row[0] += 1
-        for i in range(w0.shape[2]):
-            for j in range(w0.shape[3]):
-                unmoved = _unmoved(w0, w1, i, j)
-                a, b = w0[:, :, i, j], w1[:, :, i, j]
-                row[1] += 1
-                row[2] += unmoved
-                row[3] += not geometry.used[i][j]
-                row[4] += a.numel()
-                row[5] += a.numel() if unmoved else 0
-                if unmoved:
-                    row[6].append((b.norm() / a.norm()).item())
+        if name not in seen:
+            seen.add(name)
+            row[0] += 1
+        a, b = w0[:, :, i, j], w1[:, :, i, j]
+        row[1] += 1
+        row[2] += unmoved
+        row[3] += not geometry.used[i][j]
+        row[4] += a.numel()
+        row[5] += a.numel() if unmoved else 0
+        if unmoved:
+            row[6].append((b.norm() / a.norm()).item())
     return [StageTaps(s, c, t, u, p, w, uw, sum(r) / len(r) if r else None)
             for s, (c, t, u, p, w, uw, r) in rows.items()]
