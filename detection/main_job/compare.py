@@ -29,7 +29,7 @@ from ..report.runs import load_run
 from .family import TOP1_METRIC, compare_top1
 from .graph import StageRecord, read_stage_record
 
-__all__ = ["compare_jobs", "comparison_lines", "recomputed", "COMPARISON_KINDS"]
+__all__ = ["compare_jobs", "comparison_lines", "recomputed", "recomputed_family", "COMPARISON_KINDS"]
 
 PRETRAIN_METRIC = "top-1 error"  # %, 100 - the pretraining run's final top-1 accuracy on its val items
 DETECT_METRICS = ("AP50", "AP")
@@ -168,7 +168,7 @@ def _test_set_part(d: dict) -> tuple[float | None, int | None]:
     return None, None
 
 
-def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
+def recomputed_family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
     """(kind, metric, A, B) -> each comparison a job's results.json lists, recomputed and adjusted as the job
     adjusted them: one Holm family over all of them (comparison.adjust)."""
     keyed = []
@@ -188,7 +188,7 @@ def _family(res: dict) -> dict[tuple[str, str, str, str], Comparison]:
 def _verdicts(res_a: dict, res_b: dict) -> list[dict]:
     """Every comparison job A made -- backbones, pretrained vs scratch, the degradation depths and their
     interaction -- recomputed in both jobs, each within its own job's family."""
-    fam_a, fam_b = _family(res_a), _family(res_b)
+    fam_a, fam_b = recomputed_family(res_a), recomputed_family(res_b)
     out = []
     for kind in COMPARISON_KINDS:
         for d in res_a.get(kind) or []:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from classification.engine.run_files import read_classification_run
 
-from ..report.comparison import spread
+from ..report.comparison import Comparison, spread
 from ..report.groups import PRETRAINING_RUN, compare_groups
 from .arms import ARMS
 from .family import compare_top1, untrained_units
 from .plan import MainJobPlan, Stage, control_label, group_label, pretraining_label
 
-__all__ = ["NO_CONTROL", "NOT_SEEN", "FAILED_ASSAY", "control_results", "control_lines"]
+__all__ = ["NO_CONTROL", "NOT_SEEN", "FAILED_ASSAY", "control_results", "control_reading", "control_lines"]
 
 NO_CONTROL = ("the job ran no positive control (--no-control, or a preset without one), so it could not show that "
               "it sees a known difference")
@@ -54,15 +54,19 @@ def control_results(out, stages: list[Stage], plan: MainJobPlan, by_label: dict,
             {u: [e] for u, e in errors[True].items()}, PRETRAINING_RUN)
     if errors[False] and errors[True]:
         out.control_top1 = compare_top1(model, errors[False], f"{model} control", errors[True])
-    c = out.control
+    out.reading = control_reading(out.control, model, plan.control, out.control_kind)
+
+
+def control_reading(c: Comparison | None, model: str, fraction: float, kind: str) -> str | None:
+    """How the family's no-calls read from the control c (the whole minus the fraction): None when it was called
+    the right way round ("no difference this job could see"), else why not, its numbers in brackets."""
     if c is None:
-        out.reading = "its positive control has no result (a control leg did not finish)"
-    elif c.call is None:
-        out.reading = (f"{NOT_SEEN} ({model} with {plan.control:g} of its {out.control_kind} vs the whole: "
-                       f"{c.describe()})")
-    elif c.call != c.a:
-        out.reading = (f"{FAILED_ASSAY} ({model} with {plan.control:g} of its {out.control_kind} ahead of the whole: "
-                       f"{c.describe()})")
+        return "its positive control has no result (a control leg did not finish)"
+    if c.call is None:
+        return f"{NOT_SEEN} ({model} with {fraction:g} of its {kind} vs the whole: {c.describe()})"
+    if c.call != c.a:
+        return f"{FAILED_ASSAY} ({model} with {fraction:g} of its {kind} ahead of the whole: {c.describe()})"
+    return None
 
 
 def control_lines(results, *, headline: bool = False) -> list[str]:

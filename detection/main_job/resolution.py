@@ -6,7 +6,8 @@ The comparisons are those the earlier jobs made between groups the plan makes ag
 group labels), on the metric the job decides on now; the level is the family's strictest Holm step, 0.05 / m, m the
 size of the families those jobs adjusted (their top-1 and degradation comparisons included), summed over a preset's
 parts -- one family, as pool.py decides them (the first comparison tested needs that much; later steps need less).
-An estimate: the spreads come from 2-3 units, so the MDE itself is uncertain by a factor of ~2 either way."""
+The MDE and the units are simulated (report.power): the earlier job's spreads, measured on its 2-5 units, carry
+their uncertainty into them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from classification.engine.run_files import RunFileError, read_json
 
-from ..report.comparison import detectable, units_for
+from ..report.power import simulated_mde, units_for
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN
 from .arms import arm_comparisons
 from .plan import MainJobPlan, Stage, group_label
@@ -54,9 +55,16 @@ def _preset_files(root: Path, preset: str) -> list[Path]:
     reading ("reading", or "gate" before Holm alone decided: written since the control existed) before one that
     does not."""
     files = [p for p in (root / "results").glob(f"{preset}_*.json") if _DATED.search(p.name)]
-    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1),
-                                        '"gate"' in (text := p.read_text()) or '"reading"' in text, p.name),
-                  reverse=True)
+    return sorted(files, key=lambda p: (_DATED.search(p.name).group(1), _records_reading(p), p.name), reverse=True)
+
+
+def _records_reading(path: Path) -> bool:
+    """Whether a results file records its control's reading at its top level ("gate" before Holm alone decided)."""
+    try:
+        res = read_json(path)
+    except RunFileError:
+        return False
+    return isinstance(res, dict) and ("reading" in res or "gate" in res)
 
 
 def _unit_means(group: dict, metric: str) -> list[float]:
@@ -101,9 +109,10 @@ def expected_resolution(plan: MainJobPlan, stages: list[Stage], preset: str, met
         if len(ma) < 2 or len(mb) < 2 or min(na, nb) < 1:
             out.append(Expected(a, b, metric, (na, nb), None, None))
             continue
-        va, vb = statistics.variance(ma), statistics.variance(mb)
-        mde = detectable([(1.0, va, na), (-1.0, vb, nb)], alpha) if min(na, nb) >= 2 else None
-        out.append(Expected(a, b, metric, (na, nb), mde, units_for([(1.0, va, 2), (-1.0, vb, 2)], target, alpha)))
+        terms = [(1.0, statistics.variance(ma), len(ma)), (-1.0, statistics.variance(mb), len(mb))]
+        power = simulated_mde(terms, alpha, units=(na, nb)) if min(na, nb) >= 2 else None
+        out.append(Expected(a, b, metric, (na, nb), None if power is None else power.mde,
+                            units_for(terms, target, alpha)))
     return Resolution(sources, family, alpha, target, out)
 
 
@@ -115,7 +124,7 @@ def resolution_lines(r: Resolution | None, preset: str) -> list[str]:
                 "groups this plan makes (the first run sets it)"]
     lines = [f"[main job] expected resolution ({r.expected[0].metric}, 80% power at 0.05/{r.family_size} = "
              f"{r.alpha:.4f}, the family's strictest Holm step; spreads of the unit means in "
-             f"{', '.join(r.sources)}; an estimate from 2-3 units a group):"]
+             f"{', '.join(r.sources)}; simulated, their uncertainty carried):"]
     for e in r.expected:
         mde = ("no MDE (a group has fewer than 2 units)" if e.mde is None else
                f"MDE {e.mde:.1f} at {e.units[0]} vs {e.units[1]} units")

@@ -12,24 +12,29 @@ initialises the backbone. A group's value is the mean of its unit means.
 **The interval: Welch's t on the unit means** -- the interval of the balanced nested random-effects model for the
 difference of two fixed means (each unit mean carries the between-unit variance plus its detection runs'
 within-unit variance divided by their number), with Welch-Satterthwaite degrees of freedom because the groups'
-spreads differ (a from-scratch control varies far more than a pretrained leg). Chosen over a hierarchical
-bootstrap because this project has 2-3 pretraining seeds per group: a bootstrap can only resample among those 2-3
-unit means, so its 95% interval is at most their range, which covers the true mean about half the time with two
-units; the t interval widens with few units as it must (t(0.975, 1 df) = 12.7). More detection seeds shrink
-only the within-unit part; a backbone call needs more pretraining seeds, and `units_needed` says how many.
+spreads differ (a from-scratch control varies far more than a pretrained leg). Not a hierarchical bootstrap: over
+2-5 unit means its interval is at most their range; the t interval widens with few units as it must. More detection
+seeds shrink only the within-unit part; a backbone call needs more pretraining seeds (`units_needed`).
 
 A call ("A ahead" / "B ahead") is made only when the deciding interval excludes 0: the family-adjusted one when
 the comparison is one of a job's family (below), the 95% one for a comparison on its own. A group with one unit has
 no spread estimate, and units whose means are all identical have none either (a quantised metric can do that: an
-interval of zero width would call any difference), so no interval and no call. `units_needed` is the number of
-units per group with which a rerun would separate a difference the size observed, at the observed spreads, with
-80% power (the t quantiles of the deciding interval -- 95%, or the comparison's Holm level in a family -- and of
-80% power added) -- a size to plan a run by -- and `mde` the comparison's resolution: the smallest difference it
-would call with 80% power at the level that decides it and its measured standard error, printed beside every "no
-call" (a no-call with an MDE of 8 AP says nothing about a 2-AP difference). Beside it,
+interval of zero width would call any difference), so no interval and no call. `mde` is the comparison's
+resolution: the smallest true difference it calls with 80% power at the level that decides it, printed beside every
+"no call" (a no-call with an MDE of 8 AP says nothing about a 2-AP difference); `units_needed` the units per group
+with which a rerun would call a difference the size observed with 80% power -- a size to plan a run by. Both come
+from simulating the test the job runs (power.py: Welch at the deciding level, each group's sd drawn from what its
+2-5 unit means allow), not from the closed form, which takes the measured sds as the truth. Beside them,
 P(A > B): the probability that a unit of A (its mean over its nested runs) has the higher value than a unit of B
 (ties count half) -- rliable's probability of improvement when higher is better, over all pairs of units, since
 runs nested in one unit are not independent draws; a description, not a test.
+
+**The test set inside the interval.** Every run is scored on one fixed set of test images; what the job claims is
+about the scene generator (or the dataset's population), not these images. `with_test_set` adds the test set's
+part to the interval: the variance of Δ over paired bootstrap draws of the images that every run of a side shares
+(test_sampling.shared_test_set_se; each run's own luck on these images already varies between units and is in
+their spread), added to the units' variance -- the assumption: the two are independent and add -- on the images'
+df in Welch-Satterthwaite. The call, p, the Holm step and the MDE are all of that interval.
 
 **The family.** A job that prints several comparisons adjusts them together (`adjust`, Holm's step-down method over
 the family's two-sided Welch p values): the call is made when the Holm-adjusted p is below 0.05, and the adjusted
@@ -64,14 +69,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .power import MAX_UNITS, POWER, Power, simulated_mde, units_for
+
 __all__ = ["Spread", "Comparison", "Adjustment", "spread", "compare", "contrast", "adjust", "read_as", "find",
-           "with_test_set",
-           "detectable", "units_for", "t_quantile",
-           "LEVEL", "POWER", "HOLM"]
+           "with_test_set", "t_quantile", "LEVEL", "POWER", "HOLM"]
 
 LEVEL = 0.95
-POWER = 0.8  # of `units_needed`
-MAX_UNITS_NEEDED = 1000
 HOLM = "Holm step-down"
 
 
@@ -121,7 +124,7 @@ class Comparison:
     units: tuple[int, int]  # units in A and in B
     runs: tuple[int, int]
     units_needed: int | None  # per group, for 80% power at the observed Δ and spreads, at the level that decides
-    #   (the family's when adjusted); None: called already, no spread, Δ 0, or more than MAX_UNITS_NEEDED
+    #   (the family's when adjusted); None: called already, no spread, Δ 0, or more than MAX_UNITS
     why_no_interval: str | None = None
     higher_is_better: bool = True  # False for errors: the group "ahead" is the one with the lower value
     se: float | None = None  # standard error of delta (None without an interval)
@@ -129,9 +132,9 @@ class Comparison:
     adjustment: Adjustment | None = None  # set by `adjust` when the comparison is one of a printed family
     terms: tuple[tuple[float, float, int], ...] = ()  # (weight, variance of its unit means, units) of each group
     #   of the contrast: what units_needed is recomputed from at the family's level (() in results written before)
-    test_set_se: float | None = None  # how far delta moves when the test images are drawn again, the units fixed
-    #   (report.test_sampling: a paired bootstrap over the images); shown beside the interval, not in it
-    test_images: int | None = None  # the test images those draws resample
+    test_set_se: float | None = None  # the test set's part of delta's SE, inside se, the interval and p: how far
+    #   delta moves when the test images are drawn again, the part every run of a side shares (test_sampling)
+    test_images: int | None = None  # the test images those draws resample (its df: images - 1)
 
     @property
     def decided_by(self) -> tuple[float, float] | None:
@@ -144,13 +147,25 @@ class Comparison:
         return self.adjustment.alpha if self.adjustment is not None else 1.0 - LEVEL
 
     @property
-    def mde(self) -> float | None:
-        """The minimum detectable effect: the smallest true |difference| this comparison calls with 80% power at
-        its deciding level and its measured standard error, (t(1 - alpha/2, df) + t(0.8, df)) se -- the resolution
-        a "no call" had (None without an interval: no spread to set it by)."""
-        if self.se is None or self.df is None:
+    def power(self) -> Power | None:
+        """The simulated resolution (power.py) at the deciding level, the groups' measured spreads and units and the
+        test set's part: None without an interval (no spread to set it by) or without the groups' terms (a results
+        file written before they were recorded)."""
+        if self.se is None or not self.terms:
             return None
-        return (t_quantile(1.0 - self.alpha / 2.0, self.df) + t_quantile(POWER, self.df)) * self.se
+        return simulated_mde(self.terms, self.alpha, fixed=self._fixed())
+
+    @property
+    def mde(self) -> float | None:
+        """The minimum detectable effect: the smallest true |difference| this comparison calls with 80% power at its
+        deciding level, simulated -- the resolution a "no call" had."""
+        return None if self.power is None else self.power.mde
+
+    def _fixed(self) -> tuple[float, float] | None:
+        """The test set's part as power.py takes it: (variance, df), or None."""
+        if self.test_set_se is None or not self.test_images or self.test_images < 2:
+            return None
+        return self.test_set_se ** 2, float(self.test_images - 1)
 
     @property
     def call(self) -> str | None:
@@ -194,7 +209,14 @@ class Comparison:
     def _test_set_text(self, nd: int) -> str:
         if self.test_set_se is None:
             return ""
-        return f"; test-set sampling SE {self.test_set_se:.{nd}f} ({self.test_images} images redrawn)"
+        return f"; the test set's part inside it, SE {self.test_set_se:.{nd}f} ({self.test_images} images redrawn)"
+
+    def _mde_text(self, nd: int) -> str:
+        p = self.power
+        if p is None:
+            return ""
+        return (f"; the smallest difference it could call is {p.mde:.{nd}f} (80% power at its {100 * self.alpha:.3g}% "
+                f"level, {p.draws:,} simulated jobs, Monte Carlo ±{p.mc_error:.{nd}f})")
 
     def _adjusted_text(self, nd: int) -> str:
         adj = self.adjustment
@@ -218,6 +240,8 @@ class Comparison:
         lo, hi = self.decided_by
         adj = self.adjustment
         level = f"{100 * (1 - self.alpha):.4g}% CI" + (f", {adj.method} over {adj.size}" if adj is not None else "")
+        if self.test_set_se is not None:  # the interval holds it; its size beside
+            level += f", the test set's part inside (SE {self.test_set_se:.2f})"
         numbers = f"{observed} [{lo:+.{nd}f}, {hi:+.{nd}f}] ({level}; {counts})"
         mde = "" if self.mde is None else f"; the smallest difference it could see is {self.mde:.{nd}f} {self.metric}"
         if self._reading():
@@ -259,19 +283,17 @@ class Comparison:
         ci = f"95% CI [{lo:+.{nd}f}, {hi:+.{nd}f}]{self._adjusted_text(nd)}{self._test_set_text(nd)}"
         counts += f", df {self.df:.1f}"
         if self._reading():
-            return (f"{head}, {ci}, {p} ({counts}) -- no call: {self._reading()}; the smallest difference it "
-                    f"could call is {self.mde:.{nd}f} (80% power at its {100 * self.alpha:.3g}% level)")
+            return f"{head}, {ci}, {p} ({counts}) -- no call: {self._reading()}{self._mde_text(nd)}"
         if self.call is not None:
             return f"{head}, {ci}, {p} ({counts}) -- {self.call} ahead" + (
                 "" if self.higher_is_better else f" (lower {self.metric})")
         which = "the family-adjusted interval includes 0" if self.adjustment is not None else "the interval includes 0"
-        which += (f"; the smallest difference it could call is {self.mde:.{nd}f} (80% power at its "
-                  f"{100 * self.alpha:.3g}% level)")
+        which += self._mde_text(nd)
         if self.units_needed:
             need = (f"; about {self.units_needed} {self.unit_a}s per group would separate a difference this size at "
                     "the observed spread (80% power)")
         else:  # None with its terms known: beyond the search; without them (an older results file): not known
-            need = (f"; more than {MAX_UNITS_NEEDED} {self.unit_a}s per group would be needed to separate a "
+            need = (f"; more than {MAX_UNITS} {self.unit_a}s per group would be needed to separate a "
                     "difference this size" if self.terms and self.delta != 0.0 else "")
         return f"{head}, {ci}, {p} ({counts}) -- no call: {which}{need}"
 
@@ -343,46 +365,30 @@ def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[t
         return Comparison(*args, None, None, p_better, units, runs, None,
                           "the unit means are identical within each group: no spread to set an interval by",
                           higher_is_better)
-    se, df = _welch(variances)
-    half = t_quantile(0.5 + LEVEL / 2, df) * se
-    needed = _units_needed(variances, delta, 1.0 - LEVEL) if abs(delta) <= half else None
-    return Comparison(*args, (delta - half, delta + half), df, p_better, units, runs, needed, None,
-                      higher_is_better, se, _two_sided_p(delta, se, df), terms=tuple(variances))
+    return _interval(Comparison(*args, None, None, p_better, units, runs, None, None, higher_is_better,
+                                terms=tuple(variances)))
 
 
-def _units_needed(terms: Sequence[tuple[float, float, int]], delta: float, alpha: float) -> int | None:
-    """The fewest units per group (2..MAX_UNITS_NEEDED) at which the two-sided level-alpha interval excludes 0 with
-    80% power for a true difference `delta` at the observed spreads: (t(1 - alpha/2, df_k) + t(0.8, df_k)) se_k <
-    |delta|. None for delta 0 or beyond the search."""
-    if delta == 0.0:
-        return None
-    for k in range(2, MAX_UNITS_NEEDED + 1):
-        se_k, df_k = _welch([(w, var, k) for w, var, _ in terms])
-        if (t_quantile(1.0 - alpha / 2.0, df_k) + t_quantile(POWER, df_k)) * se_k < abs(delta):
-            return k
-    return None
-
-
-def detectable(terms: Sequence[tuple[float, float, int]], alpha: float) -> float | None:
-    """The MDE of a contrast whose groups have these (weight, variance of the unit means, units): the smallest true
-    |difference| its two-sided level-alpha interval excludes 0 with 80% power, (t(1 - alpha/2, df) + t(0.8, df)) se,
-    Welch's df; None when no group has a spread. What a planned job resolves at the spreads of an earlier one."""
+def _interval(c: Comparison) -> Comparison:
+    """c with its SE, df, 95% interval, p and units needed set from its groups' terms and its test-set part."""
+    terms = list(c.terms)
+    fixed = c._fixed()
+    if fixed is not None:  # a term of known variance on the images' df: w^2 var / n = the SE^2, var^2/(n-1) as df
+        terms.append((1.0, fixed[0] * (fixed[1] + 1.0), int(fixed[1]) + 1))
     se, df = _welch(terms)
-    if se == 0.0 or not df > 0:
+    half = t_quantile(0.5 + LEVEL / 2, df) * se
+    needed = _units_needed(c, 1.0 - LEVEL) if abs(c.delta) <= half else None
+    return replace(c, interval=(c.delta - half, c.delta + half), df=df, se=se,
+                   p_value=_two_sided_p(c.delta, se, df), units_needed=needed)
+
+
+def _units_needed(c: Comparison, alpha: float) -> int | None:
+    """The fewest units per group (2..MAX_UNITS) at which a rerun calls a true difference the size of c's
+    delta with 80% power at level alpha, simulated at c's spreads and test-set part; None for delta 0, without the
+    terms, or beyond the search (a test-set part alone can set a floor no number of units passes)."""
+    if c.delta == 0.0 or not c.terms:
         return None
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(POWER, df)) * se
-
-
-def units_for(terms: Sequence[tuple[float, float, int]], target: float, alpha: float) -> int | None:
-    """The fewest units per group (2..MAX_UNITS_NEEDED) at which the contrast's MDE is at most `target`; None
-    beyond the search or without a spread."""
-    for k in range(2, MAX_UNITS_NEEDED + 1):
-        mde = detectable([(w, var, k) for w, var, _ in terms], alpha)
-        if mde is None:
-            return None
-        if mde <= target:
-            return k
-    return None
+    return units_for(c.terms, abs(c.delta), alpha, fixed=c._fixed())
 
 
 def _unit_means(values: Values) -> tuple[list[float], int]:
@@ -425,8 +431,11 @@ def contrast(metric: str, a: str, values_a: tuple[Values, Values], b: str, value
 
 
 def with_test_set(c: Comparison, se: float | None, images: int | None) -> Comparison:
-    """The comparison with its test-set part (report.test_sampling), or as it is when there is none."""
-    return c if se is None else replace(c, test_set_se=se, test_images=images)
+    """The comparison with its test-set part (test_sampling.shared_test_set_se) inside its SE, df, interval and p,
+    or as it is when there is none (or it has no interval to widen). Before `adjust`: Holm ranks the p it makes."""
+    if se is None or c.se is None or not c.terms:
+        return c
+    return _interval(replace(c, test_set_se=se, test_images=images))
 
 
 def read_as(comparisons: Sequence[Comparison], reading: str) -> list[Comparison]:
@@ -475,7 +484,7 @@ def adjust(comparisons: Sequence[Comparison], family: str, *, alpha: float = 1.0
         not_called = interval is not None and interval[0] <= 0.0 <= interval[1]
         # the power to plan a rerun by is at the level that decides the call (a raw p of 0.03 in a family of 5
         # needs more units, not none)
-        needed = _units_needed(c.terms, c.delta, step_alpha) if not_called and c.terms else None
+        needed = _units_needed(c, step_alpha) if not_called else None
         out[i] = replace(c, adjustment=adj, units_needed=needed)
     return out  # type: ignore[return-value]
 

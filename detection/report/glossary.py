@@ -58,8 +58,8 @@ GLOSSARY: dict[str, str] = {
     "B": "the second group of a comparison",
     "metric": "what a comparison is decided on, declared before the job ran: AP (COCO's AP@[.5:.95]) for COCO-style "
               "detection, AP50 for VOC, training error for the degradation nets",
-    "test-set SE": "how far Δ moves when the test images are drawn again with the units fixed (shown, not in the "
-                   "interval)",
+    "test-set SE": "the SE of the part of Δ's movement over redrawn test images that every unit of a side shares: "
+                   "inside the interval (each unit's own luck on these images is in the units' spread already)",
     # the degradation experiment's table
     "net": "a CIFAR network of the paper's Sec. 4.2 (6n+2 layers)",
     "blocks": "residual (with shortcuts) or plain (the same layers without them)",
@@ -69,7 +69,8 @@ GLOSSARY: dict[str, str] = {
     "Δ (A − B)": "the difference of the two groups' means (the mean of each group's unit means)",
     "unit": "what varies independently in a group: a pretraining run (its detection runs nested under it) for a "
             "pretrained group, a run for a group trained from scratch",
-    "95% CI": "the 95% confidence interval of the difference: Welch's t over the two groups' unit means",
+    "95% CI": "the 95% confidence interval of the difference: Welch's t over the two groups' unit means, with the "
+              "test set's part inside (the movement over redrawn test images every unit of a side shares)",
     "family-adjusted CI (level)": "the interval at the comparison's Holm step: it excludes 0 exactly when the "
                                   "comparison is called",
     "Holm": "Holm's step-down method: adjusts every comparison a job prints together, so that the chance of any "
@@ -78,8 +79,10 @@ GLOSSARY: dict[str, str] = {
     "P(A > B)": "the chance that a unit of A scores higher than a unit of B (ties half): a description, not a test",
     "units (df)": "the units each side rests on, and the interval's degrees of freedom",
     "call": "'A ahead' when the family-adjusted interval excludes 0; otherwise no call",
-    "MDE": "minimum detectable effect: the smallest true difference the comparison would call with 80% power; a "
-           "'no call' says nothing about differences below it",
+    "MDE": "minimum detectable effect: the smallest true difference the comparison would call with 80% power at its "
+           "Holm level, found by simulating its Welch test 20,000 times with each group's sd drawn from what its "
+           "unit means allow (the power averaged over the sds' uncertainty); a 'no call' says nothing about "
+           "differences below it",
     "positive control": "the same backbone with a fraction of its pretraining against the whole: a known difference "
                         "that says how to read the job's no-calls (seen: 'no difference this job could see'; not "
                         "seen: the job is underpowered; the wrong way round: a failed assay); Holm alone decides "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..detectron2_keys import MIRRORED_KEYS
 from .comparison import Comparison, Spread, compare, spread, with_test_set
 from .runs import RunResult
-from .test_sampling import image_count, run_replicates, test_set_se
+from .test_sampling import image_count, run_replicates, shared_test_set_se
 
 __all__ = ["RunGroup", "group_runs", "config_key", "compare_groups", "differing_keys", "config_differences",
            "what_differs",
@@ -216,7 +216,7 @@ def compare_groups(a: RunGroup, b: RunGroup, key: str) -> Comparison | None:
     ra, rb = a.replicates(key, by_run=by_run), b.replicates(key, by_run=by_run)
     if len(test_sets) != 1 or ra is None or rb is None:
         return c
-    return with_test_set(c, test_set_se([(1.0, ra), (-1.0, rb)]), image_count(a.finished[0]))
+    return with_test_set(c, shared_test_set_se([(1.0, ra), (-1.0, rb)]), image_count(a.finished[0]))
 
 
 def differing_keys(groups: list[RunGroup]) -> dict[str, list]:

@@ -1,14 +1,16 @@
-"""The test set's part of a comparison: how far Δ moves when the test images are drawn again.
+"""The test set's part of a comparison: how far Δ moves when the test images are drawn again, beyond what the units'
+spread already holds.
 
-A comparison's interval (comparison.py) is over its units -- pretraining runs or runs -- all scored on one fixed
-test set; a second draw of test images would move every AP, and the part of that which does not cancel between
-the two sides moves Δ. `test_set_se` measures it: each run's AP on the same REPLICATES draws of its test images
-(evaluation.resampled: a paired bootstrap over the images, COCO's matching and accumulation), Δ recomputed on every
-draw with the units fixed (the unit means of each side, as Δ is made), and the standard deviation of those Δ.
-It is shown beside the interval, not folded into it: the interval and the call stay the units' (what the job
-varies). Part of it -- each run's own luck on these images -- differs between units and is inside the interval
-already; the part the runs of a side share is not; adding the two would count the first twice. On the embedded 1000
-val scenes it is a third of the seeds' SE or less, on 100 as large as it (CONVERGENCE.md).
+A comparison's units -- pretraining runs or runs -- are all scored on one fixed test set; a second draw of test
+images would move every AP. Each run's AP on the same REPLICATES draws of its test images (evaluation.resampled: a
+paired bootstrap over the images, COCO's matching and accumulation) splits that movement in two: each unit's own
+luck on these images (it differs between units, so it is in their spread, and in the interval, already) and the part
+every unit of a side shares (the same for all of them: no number of units shows it). `shared_test_set_se` measures
+the second -- for a side, the mean covariance over the draws between two of its different units; between two sides,
+the mean covariance of a unit of one with a unit of the other -- the SE of the contrast's shared part. The
+comparison adds it to the units' variance (comparison.with_test_set): the interval is then about the population the
+images are drawn from, not these images. A side with one unit cannot split the two: its whole variance over the
+draws counts (the wider interval).
 
 Only runs scored with COCO AP whose detections file (inference/<dataset>/coco_instances_results.json) and ground
 truth json are present have replicates; a comparison with any run lacking them has no test-set part (None).
@@ -17,8 +19,8 @@ truth json are present have replicates; a comparison with any run lacking them h
 from __future__ import annotations
 
 import functools
+import math
 import os
-import statistics
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -29,7 +31,7 @@ from ..datasets.validation import DatasetFormatError
 from ..evaluation.resampled import REPLICATES, RESAMPLED_METRICS, image_draws, image_matches, resampled_ap
 from .runs import RunResult
 
-__all__ = ["run_replicates", "image_count", "test_set_se", "test_set_note"]
+__all__ = ["run_replicates", "image_count", "shared_test_set_se", "test_set_note"]
 
 Replicates = Mapping[str, Sequence[np.ndarray]]  # unit -> the replicate vectors of its runs
 
@@ -91,26 +93,39 @@ def _ground_truth(json_file: str, _mtime: int, _size: int):
     return _coco_api(coco_ground_truth(json_file, log=False).dataset)
 
 
-def test_set_se(terms: Sequence[tuple[float, Replicates]]) -> float | None:
-    """The standard deviation over the draws of the contrast sum(weight * mean of unit means), each term a group's
-    (weight, unit -> its runs' replicate vectors); None when a group has none or the draws differ in number."""
-    sides = []
+def shared_test_set_se(terms: Sequence[tuple[float, Replicates]]) -> float | None:
+    """The SE over the draws of the part of the contrast sum(weight * mean of unit means) that every unit of a side
+    shares (the module docstring), each term a group's (weight, unit -> its runs' replicate vectors); None when a
+    group has none, the draws differ in number, or fewer than two draws are finite for every unit."""
+    groups = []
     for weight, units in terms:
         means = [np.mean(np.stack(list(runs)), axis=0) for runs in units.values() if len(runs)]
         if not means:
             return None
-        sides.append(weight * np.mean(np.stack(means), axis=0))
-    if len({s.shape for s in sides}) != 1:
+        groups.append((weight, means))
+    if len({m.shape for _, means in groups for m in means}) != 1:
         return None
-    delta = np.sum(np.stack(sides), axis=0)
-    delta = delta[np.isfinite(delta)]
-    return statistics.stdev(delta.tolist()) if len(delta) > 1 else None
+    stacked = np.stack([m for _, means in groups for m in means])  # units x draws
+    finite = np.all(np.isfinite(stacked), axis=0)
+    if finite.sum() < 2:
+        return None
+    cov = np.cov(stacked[:, finite])
+    bounds = np.cumsum([0] + [len(means) for _, means in groups])
+    variance = 0.0
+    for g, (wg, _) in enumerate(groups):
+        for h, (wh, _) in enumerate(groups):
+            block = cov[bounds[g]:bounds[g + 1], bounds[h]:bounds[h + 1]]
+            if g == h and len(block) > 1:  # between two different units of one side: what they share
+                shared = (block.sum() - np.trace(block)) / (len(block) * (len(block) - 1))
+            else:  # a side with one unit (its own luck counted too), or two sides
+                shared = block.mean()
+            variance += wg * wh * float(shared)
+    return math.sqrt(max(variance, 0.0))
 
 
 def test_set_note(images: int) -> str:
-    """What the test-set SE beside each interval is, for a report's notes."""
-    return (f"Beside each interval, the test-set sampling SE: the SD of Δ when the {images} test images are drawn "
-            f"again ({REPLICATES} draws with replacement, the same for every run; the units fixed). The part of it "
-            "that is each run's own luck on these images differs between units and is already in the interval; "
-            "the part every run of a side shares is not. It is the scale of the test set's sampling, shown, not "
-            "added: a call whose interval ends several test-set SEs from 0 would survive another draw of images.")
+    """What the test set's part of each interval is, for a report's notes."""
+    return (f"Each interval holds the test set's part: how far Δ moves when the {images} test images are drawn again "
+            f"({REPLICATES} draws with replacement, the same for every run), the part every unit of a side shares "
+            "(each unit's own luck on these images already varies between units); its SE is shown beside the "
+            "interval. The call is about the images' population, not these images.")

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from detection.report.comparison import HOLM, _units_needed, adjust, compare, contrast, spread, t_quantile
+from detection.report.power import simulated_mde
 
 
 @pytest.mark.parametrize("df, value", [(1, 12.7062), (2, 4.3027), (3, 3.1824), (10, 2.2281), (30, 2.0423),
@@ -37,7 +38,7 @@ def test_the_interval_is_welchs_t_over_unit_means_not_over_runs():
                    "B", {i: [v] for i, v in enumerate(sum(b.values(), []))}, "run")
     assert flat.call == "A"
     assert c.p_a_better == 1.0 and "no call: the interval includes 0; the smallest difference it could call is " \
-        f"{c.mde:.2f} (80% power at its 5% level); about" in c.describe()
+        f"{c.mde:.2f} (80% power at its 5% level, 20,000 simulated jobs" in c.describe()
 
 
 def test_a_group_of_one_unit_gets_no_interval_and_no_call_but_p_of_improvement():
@@ -80,18 +81,18 @@ def test_identical_unit_means_give_no_interval_rather_than_a_zero_width_call():
     assert spread({0: [50.0], 1: [50.0]}, "run").interval is None
 
 
-def test_units_needed_is_for_80_percent_power():
-    """k units per group such that (t(0.975, df_k) + t(0.8, df_k)) * se_k < |Δ|, and not k - 1."""
-    a, b = {0: [10.0], 1: [12.0]}, {0: [9.0], 1: [10.0]}
+def test_units_needed_is_the_fewest_units_whose_simulated_mde_reaches_the_observed_difference():
+    """k units per group such that the simulated MDE at k (power.py, the groups' measured spreads) is at most |Δ|,
+    and not at k - 1."""
+    a, b = {0: [10.0], 1: [12.0], 2: [11.0]}, {0: [9.0], 1: [10.0], 2: [9.0]}
     c = compare("AP", "a", a, "run", "b", b, "run")
-    var_a, var_b = statistics.variance([10.0, 12.0]), statistics.variance([9.0, 10.0])
+    terms = [(1.0, statistics.variance([10.0, 12.0, 11.0]), 3), (-1.0, statistics.variance([9.0, 10.0, 9.0]), 3)]
+    assert c.call is None and [x for t in c.terms for x in t] == pytest.approx([x for t in terms for x in t])
 
     def separates(k):
-        va, vb = var_a / k, var_b / k
-        df = (va + vb) ** 2 / (va**2 / (k - 1) + vb**2 / (k - 1))
-        return (t_quantile(0.975, df) + t_quantile(0.8, df)) * math.sqrt(va + vb) < 1.5
+        return simulated_mde(terms, 0.05, units=k).mde <= abs(c.delta)
 
-    assert c.call is None and separates(c.units_needed) and not separates(c.units_needed - 1)
+    assert separates(c.units_needed) and not separates(c.units_needed - 1)
     assert "(80% power)" in c.describe()
 
 
@@ -224,7 +225,7 @@ def test_units_needed_in_a_family_is_at_the_holm_level_not_missing_when_the_raw_
     assert adjusted.call is None and adjusted.units_needed is not None and 3 < adjusted.units_needed < 20
     assert f"about {adjusted.units_needed} runs per group" in adjusted.describe()
     assert "more than 1000" not in adjusted.describe()
-    assert adjusted.units_needed >= _units_needed(deep.terms, deep.delta, 0.05)
+    assert adjusted.units_needed >= _units_needed(deep, 0.05)
 
 
 def test_a_comparison_read_from_an_older_results_file_without_its_terms_claims_no_power():
@@ -241,14 +242,14 @@ def test_every_comparison_recorded_in_results_is_what_the_statistic_computes_fro
     import json
 
     from conftest import REPO
-    from detection.main_job.compare import COMPARISON_KINDS, _family
+    from detection.main_job.compare import COMPARISON_KINDS, recomputed_family
 
     checked = 0
     for path in sorted((REPO / "results").glob("*.json")):
         res = json.loads(path.read_text())
         if not isinstance(res, dict):
             continue
-        family = _family(res)
+        family = recomputed_family(res)
         for kind in COMPARISON_KINDS:
             for d in res.get(kind) or []:
                 c = family.get((kind, d["metric"], d["a"], d["b"]))
@@ -265,23 +266,19 @@ def test_every_comparison_recorded_in_results_is_what_the_statistic_computes_fro
     assert checked >= 20  # the committed jobs' families
 
 
-def test_the_mde_is_the_difference_called_with_80_percent_power_at_the_deciding_level():
-    """The MDE of a no-call: at a true difference of that size, Welch's test at the comparison's level rejects 80% of
-    the time (the normal-approximation of the noncentral t, which statsmodels' exact power agrees with to a few
-    percent at these df), and it grows with the family: a Holm step's level is stricter than 0.05."""
-    from statsmodels.stats.power import TTestIndPower
-
+def test_the_mde_is_the_simulated_one_at_the_deciding_level_and_grows_with_the_family():
+    """The MDE of a no-call is power.py's simulation of the test at the comparison's level and measured spreads (its
+    agreement with statsmodels is test_power's); a Holm step's level is stricter than 0.05, so in a family it grows,
+    and the sentence says how it was found."""
     a = {i: [v] for i, v in enumerate([50.0, 52.0, 49.0, 51.0, 50.5, 49.5, 51.5, 48.5])}
     b = {i: [v] for i, v in enumerate([49.0, 51.0, 50.0, 50.5, 48.0, 49.5, 50.0, 51.0])}
     c = compare("AP", "A", a, "run", "B", b, "run")
-    assert c.call is None and c.mde is not None
-    sd = math.sqrt((c.terms[0][1] + c.terms[1][1]) / 2)  # equal n: the pooled sd
-    exact = TTestIndPower().solve_power(nobs1=8, alpha=0.05, power=0.8, ratio=1.0) * sd
-    assert c.mde == pytest.approx(exact, rel=0.05)
+    assert c.call is None and c.mde == simulated_mde(c.terms, 0.05).mde
     in_family = adjust([c, replace(c, a="C")], "two")[0]
     assert in_family.mde > c.mde and f"the smallest difference it could see is {in_family.mde:.1f}" in \
         in_family.headline(nd=1)
-    assert f"the smallest difference it could call is {in_family.mde:.2f}" in in_family.describe()
+    assert (f"the smallest difference it could call is {in_family.mde:.2f} (80% power at its 2.5% level, 20,000 "
+            f"simulated jobs, Monte Carlo ±{in_family.power.mc_error:.2f})") in in_family.describe()
     assert compare("AP", "A", {0: [1.0]}, "run", "B", b, "run").mde is None  # one unit: no spread, no resolution
 
 

@@ -14,6 +14,7 @@ from classification.engine.run_files import detection_run_files
 from conftest import run_tool
 from detection.report import ReportSection, load_run, write_report
 from detection.report.comparison import t_quantile
+from detection.report.power import simulated_mde
 from fabricated_runs import COCO_R101, COCO_VGG, classification_run, make_run, paper_config
 
 
@@ -227,16 +228,17 @@ def test_seeds_are_grouped_with_mean_sd_and_compared_with_an_interval_over_runs(
     assert cmp[("r101", "vgg")] == {
         "A": "r101", "B": "vgg", "metric": "AP", "Δ (A − B)": "+1.00", "95% CI": "[-5.08, +7.08]",
         "family-adjusted CI (level)": "[-9.82, +11.82] (98.33%)", "P(A > B)": "0.75", "units (df)": "2 vs 2 runs (2.0)",
-        "call": "no call (MDE 12.32)"}
-    # the MDE: (t(1 - 0.05/3/2, 2) + t(0.8, 2)) * sqrt(2): the smallest difference its Holm step calls at 80% power
+        "call": f"no call (MDE {simulated_mde(((1.0, 2.0, 2), (-1.0, 2.0, 2)), 0.05 / 3).mde:.2f})"}
+    # the MDE: Welch's test at its Holm step simulated at these spreads (report.power), 80% power
     # its 95% interval excludes 0, the table's family of 3 (Holm) does not: no call
     r50 = cmp[("r50", "vgg")]
     assert r50["95% CI"] == "[+2.58, +16.42]" and r50["family-adjusted CI (level)"].startswith("[-5.26, +24.26]")
-    assert r50["call"] == "no call (MDE 16.06)"
+    mde = simulated_mde(((1.0, 0.5, 2), (-1.0, 2.0, 2)), 0.05 / 3).mde
+    assert r50["call"] == f"no call (MDE {mde:.2f})"
     assert cmp[("r18", "vgg")]["call"] == "no call: no interval (one run)"
     said = json.loads(paths["json"].read_text())["headline"]
     assert "r50 vs vgg: no difference this job could see: ΔAP +9.5 [-5.3, +24.3] (98.33% CI, Holm step-down over 3; " \
-           "2 vs 2 runs); the smallest difference it could see is 16.1 AP." in said
+           f"2 vs 2 runs); the smallest difference it could see is {mde:.1f} AP." in said
 
 
 

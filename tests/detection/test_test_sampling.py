@@ -1,8 +1,10 @@
-"""detection.report.test_sampling: each comparison of runs scored on one COCO test set carries how far Δ moves when
-the test images are drawn again (units fixed), shown beside its interval; a run whose ground truth file is not what
+"""detection.report.test_sampling: each comparison of runs scored on one COCO test set holds, inside its interval,
+the part of Δ's movement over redrawn test images that every unit of a side shares (each unit's own luck left to the
+units' spread); a run whose ground truth file is not what
 it was scored on gets none; a recomputed comparison keeps the part its job measured and drops a malformed one."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -10,11 +12,11 @@ from test_resampled_ap import IMAGES, _coco, _data  # the evaluation test's synt
 
 from detection.evaluation.resampled import image_draws, image_matches, resampled_ap
 from detection.main_job.compare import recomputed
-from detection.report.comparison import compare
+from detection.report.comparison import compare, with_test_set
 from detection.report.groups import compare_groups, group_runs
 from detection.report.runs import RunResult
 from detection.report.tables import comparisons_table
-from detection.report.test_sampling import test_set_se as se_over_draws  # (a test_ name pytest would collect)
+from detection.report.test_sampling import shared_test_set_se
 
 
 def _run(tmp_path, name, dataset, results, json_file, *, ap=None):
@@ -34,7 +36,7 @@ def _jitter(results, seed):
     return [{**r, "bbox": [v + rng.normal(0, 2) for v in r["bbox"]]} for r in results]
 
 
-def test_a_comparison_of_two_groups_on_one_test_set_carries_the_sd_of_delta_over_shared_draws(tmp_path):
+def test_a_comparison_of_two_groups_on_one_test_set_holds_the_shared_part_of_delta_over_the_draws(tmp_path):
     dataset, results = _data()
     gt = tmp_path / "gt.json"
     gt.write_text(json.dumps(dataset))
@@ -46,9 +48,14 @@ def test_a_comparison_of_two_groups_on_one_test_set_carries_the_sd_of_delta_over
     draws = image_draws(IMAGES)
     per_run = [resampled_ap(image_matches(_coco(dataset), json.loads(json.dumps(_jitter(results, 10 * k + i)))),
                             draws)["AP"] for k in range(2) for i in range(3)]
-    delta = np.mean(per_run[:3], axis=0) - np.mean(per_run[3:], axis=0)
-    assert c.test_images == IMAGES and c.test_set_se == pytest.approx(np.std(delta, ddof=1), rel=1e-12)
-    assert f"test-set sampling SE {c.test_set_se:.2f} ({IMAGES} images redrawn)" in c.describe()
+    cov = np.cov(np.stack(per_run))
+    within = [(cov[s, s].sum() - np.trace(cov[s, s])) / 6 for s in (slice(0, 3), slice(3, 6))]  # 3 x 2 pairs
+    shared = within[0] + within[1] - 2 * cov[:3, 3:].mean()
+    assert c.test_images == IMAGES and c.test_set_se == pytest.approx(math.sqrt(max(shared, 0.0)), rel=1e-9)
+    units_only = compare("AP", "a", a.values("AP"), a.unit, "b", b.values("AP"), b.unit)
+    assert c.se ** 2 == pytest.approx(units_only.se ** 2 + c.test_set_se ** 2)  # inside the interval
+    assert c.df > units_only.df  # the test set's part is known on its images' df: Welch's df grows with it
+    assert f"the test set's part inside it, SE {c.test_set_se:.2f} ({IMAGES} images redrawn)" in c.describe()
     head, (row,) = comparisons_table([c])
     assert dict(zip(head, row))["test-set SE"] == f"{c.test_set_se:.2f}"  # the report's table shows it
     same = compare_groups(a, group_runs(runs[:3], ["a2"] * 3)[0], "AP")
@@ -77,12 +84,24 @@ def test_a_run_scored_on_other_ground_truth_than_its_path_now_holds_has_no_test_
     assert compare_groups(d, e, "AP").test_set_se is None
 
 
-def test_the_contrast_of_unit_means_is_taken_per_draw():
-    one, two = np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0])
-    # A: two units, one of two runs; B: one unit -> Δ per draw = mean(mean(one, two), one) - two
-    got = se_over_draws([(1.0, {"u1": [one, two], "u2": [one]}), (-1.0, {"v": [two]})])
-    assert got == pytest.approx(np.std((np.mean([(one + two) / 2, one], axis=0) - two), ddof=1))
-    assert se_over_draws([(1.0, {}), (-1.0, {"v": [two]})]) is None
+def test_the_shared_part_leaves_out_each_units_own_luck_which_the_units_spread_holds():
+    """Draws where each side's units share a movement of variance 1 and each unit has its own of variance 4: the
+    contrast's shared part has variance 2 (1 + 1), whatever the units' own parts; the whole SD over the draws would
+    add 4/5 + 4/5 that the units' spread already holds. A side of one unit cannot split the two: all of it counts."""
+    rng = np.random.default_rng(0)
+    draws = 20_000
+    sides = []
+    for _ in range(2):
+        shared = rng.normal(0, 1, draws)
+        sides.append({f"u{i}": [shared + rng.normal(0, 2, draws)] for i in range(5)})
+    got = shared_test_set_se([(1.0, sides[0]), (-1.0, sides[1])])
+    assert got == pytest.approx(math.sqrt(2.0), rel=0.05)
+    whole = np.std(np.mean([v[0] for v in sides[0].values()], axis=0)
+                   - np.mean([v[0] for v in sides[1].values()], axis=0), ddof=1)
+    assert whole == pytest.approx(math.sqrt(2.0 + 1.6), rel=0.05)
+    one = shared_test_set_se([(1.0, {"u0": sides[0]["u0"]}), (-1.0, sides[1])])
+    assert one == pytest.approx(math.sqrt(1.0 + 4.0 + 1.0), rel=0.05)
+    assert shared_test_set_se([(1.0, {}), (-1.0, sides[1])]) is None
 
 
 @pytest.mark.parametrize("recorded, kept", [((0.41, 1000), (0.41, 1000)), (("0.41", 1000), (None, None)),
@@ -95,5 +114,5 @@ def test_a_recomputed_comparison_keeps_the_test_set_part_its_job_measured_and_dr
     d = {"metric": "AP", "a": "a", "b": "b", "test_set_se": recorded[0], "test_images": recorded[1]}
     c = recomputed(res, "deltas", 0, d)
     assert (c.test_set_se, c.test_images) == kept
-    assert c.interval == compare("AP", "a", values["a"], "pretraining run", "b", values["b"],
-                                 "pretraining run").interval
+    assert c.interval == with_test_set(compare("AP", "a", values["a"], "pretraining run", "b", values["b"],
+                                               "pretraining run"), *kept).interval

@@ -219,10 +219,10 @@ def test_a_net_whose_pretraining_never_left_chance_is_named_and_not_ranked(tmp_p
 
 def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_units():
     """--dry-run's expected MDE: each pair the family preset's committed job compared, at the plan's units and the
-    family's strictest Holm level; the units a target needs reach it, one fewer does not."""
+    family's strictest Holm level, simulated (report.power); the units a target needs reach it, one fewer does not."""
     from conftest import REPO
     from detection.main_job.resolution import expected_resolution, resolution_lines
-    from detection.report.comparison import detectable
+    from detection.report.power import simulated_mde
 
     plan = replace(MainJobPlan(), **PRESETS["family"])
     stages = plan_stages(plan, REPO / "output" / "never_written")
@@ -237,9 +237,10 @@ def test_the_dry_run_resolution_comes_from_the_presets_last_jobs_at_the_plans_un
     results = json.loads((REPO / r.sources[0]).read_text())
     var = {g["name"]: __import__("statistics").variance([sum(v) / len(v) for v in g["values"]["AP"].values()])
            for g in results["groups"]}
-    terms = lambda k: [(1.0, var[e.a], k), (-1.0, var[e.b], k)]  # noqa: E731
-    assert e.mde == pytest.approx(detectable(terms(3), r.alpha))
-    assert detectable(terms(e.units_for_target), r.alpha) <= 2.0 < detectable(terms(e.units_for_target - 1), r.alpha)
+    terms = [(1.0, var[e.a], 3), (-1.0, var[e.b], 3)]  # measured on the earlier job's 3 units a group: simulated
+    mde = lambda k: simulated_mde(terms, r.alpha, units=k).mde  # noqa: E731
+    assert e.mde == mde(3)
+    assert mde(e.units_for_target) <= 2.0 < mde(e.units_for_target - 1)
     more = expected_resolution(replace(plan, pretrain_seeds=tuple(range(6))), stages, "family", "AP", 2.0, REPO)
     assert more.expected[0].mde < e.mde  # more units, finer resolution
     assert "an MDE of 2 needs" in "\n".join(resolution_lines(r, "family"))
