@@ -16,6 +16,7 @@ from classification.engine.config import SEED_LIMIT
 
 from .arms import ARMS, arm_comparisons, unfair_keys
 from .data import EMBEDDED_TEST_SETS
+from .family import plain_residual_pairs
 from .plan import SCALES, MainJobPlan, PlanError
 
 # The smallest pretraining image every detection backbone keeps a feature map at (total stride 32: res5 at 1x1).
@@ -23,6 +24,11 @@ MIN_IMAGE_SIZE = 32
 
 __all__ = ["validate_plan", "untrained_taps", "detection_backbones", "arm_differences", "check_pretrained_weights_fit",
            "check_arms", "start_build", "build_differences"]
+
+
+def _warmup_words(plan: MainJobPlan, model: str) -> str:
+    error = plan.warmup_of(model)
+    return f"{model} warms up until {error:g}" if error is not None else f"{model} has no warm-up"
 
 
 def validate_plan(plan: MainJobPlan) -> None:
@@ -69,6 +75,11 @@ def validate_plan(plan: MainJobPlan) -> None:
                             f"(it pretrains {', '.join(plan.pretrained_here()) or 'nothing'})")
         if not 0 < error < 1:
             raise PlanError(f"--pretrain-warmup {model}={error!r}: the training error is a fraction in (0, 1)")
+    for plain, residual in plain_residual_pairs(plan.pretrained_here()):  # the pair the paper compares: one recipe
+        if plan.warmup_of(plain) != plan.warmup_of(residual):
+            raise PlanError(f"--pretrain-warmup: {_warmup_words(plan, plain)} and {_warmup_words(plan, residual)}, "
+                            f"so {residual} vs {plain} would measure the recipe with the shortcuts; give both the "
+                            "same rule or neither")
     if not MIN_IMAGE_SIZE <= plan.pretrain_image_size < math.inf:  # the nets' total stride: res5 at 1x1
         raise PlanError(f"--pretrain-image-size must be at least {MIN_IMAGE_SIZE} (every backbone's total stride), "
                         f"got {plan.pretrain_image_size}")

@@ -70,11 +70,14 @@ def _design_notes(plan: MainJobPlan) -> list[str]:
 
 
 def _warmup_text(plan: MainJobPlan) -> str:
-    """The one pretraining difference a preset gives a net: its warm-up (the comparisons it enters differ in it)."""
-    return "".join(f" {m} alone warms up at lr x0.1 until its running training error is below {100 * e:g}% (the "
-                   "paper's rule for ResNet-110, the one net of its that did not start; without it this net never "
-                   "leaves chance here: CONVERGENCE.md), so its comparisons differ in this too."
-                   for m, e in plan.pretrain_warmup)
+    """The one pretraining difference a preset gives some nets: their warm-up (the comparisons between a net that
+    has it and one that does not differ in it; a plain/residual pair always shares it: checks)."""
+    if not plan.pretrain_warmup:
+        return ""
+    nets = " and ".join(f"{m} (until {100 * e:g}%)" for m, e in plan.pretrain_warmup)
+    return (f" {nets} warm up at lr x0.1 until the running training error is below that (the paper's rule for "
+            "ResNet-110, a net that did not start; without it plain-34 never leaves chance here: CONVERGENCE.md), "
+            "the other nets not: their comparisons with these differ in this too.")
 
 
 def _own_data_note(plan: MainJobPlan, arms: str) -> str:
