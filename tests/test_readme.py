@@ -140,3 +140,33 @@ def test_results_md_holds_the_current_results_in_at_most_20k_characters_and_link
     text = _read("RESULTS.md")
     assert len(text) <= 20_000, f"RESULTS.md has {len(text)} characters: move earlier runs to docs/history/"
     assert text.count("](docs/history/README.md)") == 1 and (ROOT / "docs" / "history" / "README.md").is_file()
+
+
+# A word that says one arm is better than another: written only by the statistic, in a generated block (#79).
+COMPARISON_WORD = re.compile(r"\b(ahead|behind|leads?|lowered|raised|no worse|no better|equal(?:ly|s)?|"
+                             r"outperform\w*|beats?|(?:higher|lower) (?:\w+ ){0,3}than)\b", re.I)
+
+
+def comparison_words_outside_calls(text: str) -> list[str]:
+    """Each line of `text` that, with the generated blocks (results_doc.BLOCK: the statistic's own sentences)
+    taken out, holds a comparison word."""
+    from detection.main_job.results_doc import BLOCK
+
+    prose = BLOCK.sub("", text)
+    return [line for line in prose.splitlines() if COMPARISON_WORD.search(line)]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "RESULTS.md"])
+def test_every_comparison_in_the_results_documents_is_a_generated_call(doc):
+    """RESULTS.md and the README say which arm is ahead only in the blocks the statistic writes; a sentence typed
+    beside them would restate a call that can go stale, or make one the statistic never made."""
+    assert comparison_words_outside_calls(_read(doc)) == []
+
+
+def test_the_comparison_sentence_check_finds_a_call_typed_by_hand():
+    generated = ("<!-- results: results/x.json -->\n- backbones: a is ahead of b by 3.0 AP [1.0, 5.0]\n"
+                 "<!-- end results -->\n")
+    assert comparison_words_outside_calls(generated) == []
+    for typed in ("VGG-16(BN) is ahead in transfer by 10.6 AP.", "Half the pretraining transferred no worse.",
+                  "The zero-init residual lowered its AP.", "plain-56 ends with a higher training error than plain-20."):
+        assert comparison_words_outside_calls(generated + typed + "\n") == [typed]
