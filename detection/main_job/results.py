@@ -14,6 +14,7 @@ from classification.engine.run_files import FINAL_CHECKPOINT, read_classificatio
 from ..report.comparison import Comparison, Spread, adjust, find, read_as, spread
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN, compare_groups, differing_keys, group_runs
 from ..report.runs import load_run
+from ..report.tables import RESULT_KINDS
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
 from .control import control_lines, control_results
 from .degradation_results import (
@@ -43,6 +44,7 @@ from .family import (
     untrained_units,
 )
 from .plan import MainJobPlan, Stage, group_label, pretraining_label
+from .presets import HEADLINE_SEEDS
 from .pretraining_order import pretraining_order
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
@@ -84,6 +86,8 @@ class GroupResult:
     metrics: dict[str, Spread] = field(default_factory=dict)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # metric -> unit name -> run values
     arm: str = ""
+    per_class: dict[str, Spread] = field(default_factory=dict)  # class -> its AP over the units (VOC: AP50)
+    per_class_metric: str = ""  # "AP" (COCO-style) or "AP50" (VOC)
 
 
 @dataclass
@@ -255,7 +259,7 @@ def _detection_groups(out: JobResults, detect: list[Stage]) -> dict:
         by_label[g.name] = g
         out.groups.append(GroupResult(g.name, backbone, init, g.unit, dict(g.metrics),
                                       {k: _portable_units(g.values(k), job) for k in DETECT_METRICS if g.values(k)},
-                                      arm))
+                                      arm, g.per_class(), RESULT_KINDS[g.first.kind].compared))
     return by_label
 
 
@@ -331,6 +335,9 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
         s = g.metrics
         lines.append(f"  {g.name:<30} AP50 {pm(s.get('AP50')):<22} AP {pm(s.get('AP')):<22} "
                      f"APs/APm/APl {'/'.join(pm(s.get(k), sd=False, runs=False) for k in ('APs', 'APm', 'APl'))}")
+        if len(g.per_class) > 1:
+            lines.append(f"  {'':<30} per class, {g.per_class_metric}: " + ", ".join(
+                f"{c} {pm(m, sd=False, runs=False)}" for c, m in g.per_class.items()))
         if g.unit == FINE_TUNING_RUN:
             lines.append(f"  {'':<30} {given_unit_text(g)}")
         ap50 = s.get("AP50")
@@ -351,8 +358,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
     if results.leaderboard:
         lines.append(f"  {correlation_text(results.correlation)}")
     if any(c.interval is None for c in results.deltas):
-        lines.append("  (no call from one unit per group; `make demo-full` (3 pretraining runs per backbone and "
-                     "norm, 3 runs per scratch arm) gives each comparison its interval)")
+        lines.append(f"  (no call from one unit per group; `make demo-headline` ({len(HEADLINE_SEEDS)} pretraining runs "
+                     "per backbone and the positive control) gives each comparison its interval)")
     if chance:
         lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, "
                      f"AP {chance['AP']:.2f}")

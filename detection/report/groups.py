@@ -17,6 +17,7 @@ import math
 import os
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..detectron2_keys import MIRRORED_KEYS
@@ -117,12 +118,22 @@ class RunGroup:
     def values(self, key: str, *, by_run: bool = False) -> dict[str, list[float]]:
         """unit -> the finite values of `key` of its finished runs (`by_run`: each run its own unit); the runs
         that repeat one seed give one value, their mean."""
+        return self._values(lambda r: r.metrics.get(key), by_run)
+
+    def _values(self, value: Callable[[RunResult], float | None], by_run: bool = False) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for runs in self.independent:
-            vals = [v for r in runs if (v := r.metrics.get(key)) is not None and math.isfinite(v)]
+            vals = [v for r in runs if (v := value(r)) is not None and math.isfinite(v)]
             if vals:
                 out.setdefault(self.unit_of(runs[0], by_run=by_run), []).append(statistics.fmean(vals))
         return out
+
+    def per_class(self) -> dict[str, Spread]:
+        """class -> its AP over the group's units, as `metrics` are (COCO AP, VOC AP50: RunResult.per_category):
+        what a reader of a few-class set looks at to see which class fails; comparisons stay on the mean."""
+        classes = sorted({c for r in self.finished for c in r.per_category})
+        out = {c: spread(self._values(lambda r, c=c: r.per_category.get(c)), self.unit) for c in classes}
+        return {c: s for c, s in out.items() if s is not None}
 
     def replicates(self, key: str, *, by_run: bool = False) -> dict[str, list] | None:
         """unit -> the replicate vectors of `key` on the draws of the test images (test_sampling) of its finished

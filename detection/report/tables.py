@@ -15,7 +15,7 @@ from .groups import RunGroup, compare_groups
 from .paper import PAPER_REFERENCE, paper_reference
 from .runs import COCO_COLUMNS, VOC_COLUMNS
 
-__all__ = ["ResultKind", "RESULT_KINDS", "ComparisonSource", "results_table", "comparison_family",
+__all__ = ["ResultKind", "RESULT_KINDS", "ComparisonSource", "results_table", "per_class_table", "comparison_family",
            "comparisons_table", "baseline_group", "scratch_control", "measured_on", "paper_notes"]
 
 
@@ -79,6 +79,31 @@ def _count(g: RunGroup) -> str:
     n = (str(g.n) if counts == {1} else f"{len(per_unit)} x {counts.pop()}" if len(counts) == 1
          else f"{len(per_unit)} units, {g.n} runs")
     return n + (f" (+{len(g.finished) - g.n} repeated seed)" if len(g.finished) > g.n else "")
+
+
+MAX_CLASS_COLUMNS = 8  # more classes than this: one row per class (a column per group) instead
+
+
+def per_class_table(groups: list[RunGroup], kind: str) -> tuple[list[str], list[list]] | None:
+    """Each finished group's AP per class (COCO: AP, VOC: AP50, the kind's compared metric), mean [95% interval over
+    its units]: a column per class up to MAX_CLASS_COLUMNS, else a row per class; None with fewer than two classes
+    (the mean is the class). Comparisons stay on the mean."""
+    finished = [g for g in groups if g.n]
+    per_class = {id(g): g.per_class() for g in finished}
+    classes = sorted({c for pc in per_class.values() for c in pc})
+    if len(classes) < 2:
+        return None
+
+    def cell(g: RunGroup, c: str) -> Estimate | str:
+        m = per_class[id(g)].get(c)
+        return "—" if m is None else Estimate(m.mean, None if m.interval is None else tuple(m.interval), m.sd)
+
+    metric = RESULT_KINDS[kind].compared
+    if len(classes) <= MAX_CLASS_COLUMNS:
+        return ["name", *(f"{metric} {c}" for c in classes)], [[g.name, *(cell(g, c) for c in classes)]
+                                                              for g in finished]
+    return [f"class ({metric})", *(g.name for g in finished)], [[c, *(cell(g, c) for g in finished)]
+                                                               for c in classes]
 
 
 def results_table(groups: list[RunGroup], kind: str, chance: dict | None) -> tuple[list[str], list[list], list[str]]:

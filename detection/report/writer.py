@@ -31,6 +31,7 @@ from .tables import (
     comparison_family,
     comparisons_table,
     paper_notes,
+    per_class_table,
     results_table,
 )
 
@@ -230,29 +231,36 @@ def _section(s: ReportSection) -> Section:
     return Section(s.title, (Table(*s.table),) if s.table else (), s.lines, s.figures)
 
 
-def _results_tables(groups: list[RunGroup], kinds: list[str], chance) -> tuple[list[tuple[str, Table, str]], dict,
-                                                                                  list]:
-    """Per kind of result: (its label, the results table, the line under it), as JSON, and the CSV rows."""
+def _results_tables(groups: list[RunGroup], kinds: list[str], chance) -> tuple[list[tuple[str, tuple[Table, ...], str]],
+                                                                                  dict, list]:
+    """Per kind of result: (its label, the results table and the per-class one where there are several classes, the
+    line under them), as JSON, and the CSV rows."""
     tables, as_json, csv_rows = [], {}, []
     for kind in kinds:
-        head, rows, lines = results_table([g for g in groups if g.first.kind == kind], kind, chance)
+        of_kind = [g for g in groups if g.first.kind == kind]
+        head, rows, lines = results_table(of_kind, kind, chance)
         if not rows:
             continue
-        tables.append((RESULT_KINDS[kind].label, Table(head, rows), " ".join(lines)))
+        per_class = per_class_table(of_kind, kind)
+        tables.append((RESULT_KINDS[kind].label, (Table(head, rows), *([Table(*per_class)] if per_class else [])),
+                       " ".join(lines)))
         as_json[kind] = {"columns": head, "rows": [[str(c) for c in r] for r in rows]}
         csv_rows += [["table", *head]] + [[f"{kind}_results", *map(str, row)] for row in rows]
+        if per_class:
+            as_json[kind]["per_class"] = {"columns": per_class[0], "rows": [[str(c) for c in r] for r in per_class[1]]}
+            csv_rows += [["table", *per_class[0]]] + [[f"{kind}_per_class", *map(str, r)] for r in per_class[1]]
     return tables, as_json, csv_rows
 
 
-def _result_sections(said: list[str], tables: list[tuple[str, Table, str]]) -> list[Section]:
-    """The first section: what was found, in sentences, above the results table (one per kind of result; a second
-    kind gets a section of its own)."""
+def _result_sections(said: list[str], tables: list[tuple[str, tuple[Table, ...], str]]) -> list[Section]:
+    """The first section: what was found, in sentences, above the results table and the per-class one (one section
+    per kind of result; a second kind gets a section of its own)."""
     if not tables:
         return [Section("Result", intro=tuple(said))] if said else []
     first, *more = tables
-    return [Section("Result" if len(tables) == 1 else f"Result ({first[0]})", (first[1],), (first[2],),
+    return [Section("Result" if len(tables) == 1 else f"Result ({first[0]})", first[1], (first[2],),
                     intro=tuple(said) or ("No comparison was made.",)),
-            *(Section(f"Result ({label})", (t,), (line,)) for label, t, line in more)]
+            *(Section(f"Result ({label})", ts, (line,)) for label, ts, line in more)]
 
 
 def _family(groups, kind: str, baseline, source, metric) -> tuple[RunGroup | None, list]:

@@ -487,3 +487,22 @@ def test_a_cell_built_from_fewer_runs_than_the_row_says_how_many(tmp_path):
     _, rows = _results(write_report(runs, tmp_path / "report"))
     assert rows["r101"]["n"] == "3" and rows["r101"]["AP"] == "28.0 [25.5, 30.5]"  # every run has AP
     assert rows["r101"]["AP75"].endswith(" (2 of 3 runs)")
+
+
+def test_the_result_section_has_each_groups_ap_per_class_over_its_units(tmp_path):
+    """#80: on a few-class set a reader wants to see which class fails: a per-class table under the results table,
+    a column per class (COCO: AP over the group's units, mean [95% interval]); with more classes than fit across, a
+    row per class; on VOC the per-class metric is AP50. Comparisons stay on the mean."""
+    runs = [make_run(tmp_path, f"vgg_s{s}", "vgg16", coco=COCO_VGG, seed=s, per_cat={"bag": 40.0 + s, "shoe": 10.0})
+            for s in (0, 1)]
+    runs.append(make_run(tmp_path, "r101", "resnet101", coco=COCO_R101, per_cat={"bag": 50.0}))
+    paths = write_report(runs, tmp_path / "report")
+    table = json.loads(paths["json"].read_text())["results"]["coco"]["per_class"]
+    assert table["columns"] == ["name", "AP bag", "AP shoe"]
+    rows = {r[0]: r[1:] for r in table["rows"]}
+    assert rows["r101"] == ["50.0", "—"] and rows["vgg"][0].startswith("40.5 [") and rows["vgg"][1] == "10.0 ± 0.0"
+    assert "| AP bag | AP shoe |" in paths["markdown"].read_text()
+    many = {f"class{i}": float(i) for i in range(9)}
+    voc = [make_run(tmp_path / "voc", "vgg", "vgg16", voc={"AP50": 70.0, "mAP50_voc07": 69.0}, per_cat=many)]
+    table = json.loads(write_report(voc, tmp_path / "voc_report")["json"].read_text())["results"]["voc"]["per_class"]
+    assert table["columns"] == ["class (AP50)", "vgg"] and table["rows"][3] == ["class3", "3.0"]

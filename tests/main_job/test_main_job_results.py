@@ -155,3 +155,15 @@ def test_a_net_that_never_left_chance_is_not_read_as_evidence_about_depth():
     assert "not met by cifar_plain56 in 3 of 3 seeds" in criterion
     assert "not read as evidence about depth (cifar_plain56 did not leave chance" in plain
     assert "the paper's degradation problem" not in plain
+
+
+def test_the_summary_gives_each_groups_ap_per_class_under_its_line():
+    """#80: a 3-class set's summary says which class fails, on the metric of the kind (COCO AP, VOC AP50)."""
+    res = _results([80.0, 80.5, 79.5])
+    g = res.groups[0]
+    g.per_class = {"bag": spread({"p0": [40.0], "p1": [42.0]}, PRE), "shoe": spread({"p0": [10.0]}, PRE)}
+    g.per_class_metric = "AP50"
+    lines = summary_lines(res, MainJobPlan(), {}, "data")
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith(g.name))
+    assert lines[at + 1].split() == ["per", "class,", "AP50:", "bag", "41.0,", "shoe", "10.0"]
+    assert not any("per class" in ln for ln in lines[at + 2:])  # the other group has none
