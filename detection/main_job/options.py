@@ -154,7 +154,7 @@ def _add_schedule_arguments(ap: argparse.ArgumentParser) -> None:
                          "100 (the quick preset's default: smoke scale, where 900 more add ~17 s a leg)")
     ap.add_argument("--with-degradation", dest="degradation", action="store_true", default=None,
                     help="add the degradation experiment (plain / residual CIFAR nets of depth 20 and 56, Figs. 1, "
-                         "6, 7; on in the full preset)")
+                         "6, 7; on in the degradation preset)")
     ap.add_argument("--without-degradation", dest="degradation", action="store_false")
     ap.add_argument("--degradation-iterations", type=int, default=None)
     ap.add_argument("--degradation-seeds", type=int, nargs="+", default=None)
