@@ -168,5 +168,6 @@ def test_the_comparison_sentence_check_finds_a_call_typed_by_hand():
                  "<!-- end results -->\n")
     assert comparison_words_outside_calls(generated) == []
     for typed in ("VGG-16(BN) is ahead in transfer by 10.6 AP.", "Half the pretraining transferred no worse.",
-                  "The zero-init residual lowered its AP.", "plain-56 ends with a higher training error than plain-20."):
+                  "The zero-init residual lowered its AP.",
+                  "plain-56 ends with a higher training error than plain-20."):
         assert comparison_words_outside_calls(generated + typed + "\n") == [typed]

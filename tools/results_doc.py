@@ -25,8 +25,8 @@ from pathlib import Path
 import quiet_warnings  # noqa: F401  (before the packages: fvcore's torch.jit.script FutureWarning)
 
 from backbones.checkpoint_io import atomic_write_text
-from classification.engine.cli import user_errors
 from backbones.strict_json import strict_json
+from classification.engine.cli import user_errors
 from classification.engine.run_files import JOB_RESULTS, read_json
 from detection.main_job.compare import COMPARISON_KINDS
 from detection.main_job.recompute import recompute_results

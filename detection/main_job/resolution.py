@@ -18,8 +18,8 @@ from pathlib import Path
 
 from classification.engine.run_files import RunFileError, read_json
 
-from ..report.power import simulated_mde, units_for
 from ..report.groups import FINE_TUNING_RUN, PRETRAINING_RUN
+from ..report.power import simulated_mde, units_for
 from .arms import arm_comparisons
 from .plan import MainJobPlan, Stage, group_label
 

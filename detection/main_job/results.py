@@ -358,8 +358,8 @@ def summary_lines(results: JobResults, plan: MainJobPlan, chance: dict, data: st
     if results.leaderboard:
         lines.append(f"  {correlation_text(results.correlation)}")
     if any(c.interval is None for c in results.deltas):
-        lines.append(f"  (no call from one unit per group; `make demo-headline` ({len(HEADLINE_SEEDS)} pretraining runs "
-                     "per backbone and the positive control) gives each comparison its interval)")
+        lines.append(f"  (no call from one unit per group; `make demo-headline` ({len(HEADLINE_SEEDS)} pretraining "
+                     "runs per backbone and the positive control) gives each comparison its interval)")
     if chance:
         lines.append(f"  chance level (100 random boxes per image): AP50 {chance['AP50']:.2f}, "
                      f"AP {chance['AP']:.2f}")

@@ -5,9 +5,9 @@ each changed call named, a comparison it cannot recompute refused by name."""
 import json
 
 import pytest
-from conftest import REPO, run_tool
 
 from classification.engine.run_files import RunFileError
+from conftest import REPO, run_tool
 from detection.main_job.compare import recomputed_family
 from detection.main_job.control import NOT_SEEN
 from detection.main_job.recompute import CallChange, recompute_results
