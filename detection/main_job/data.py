@@ -259,7 +259,12 @@ def _listing(root: Path) -> str:
             dirnames.sort()
             for name in sorted(filenames):
                 p = Path(dirpath) / name
-                h.update(f"{p.relative_to(root)}\0{p.stat().st_size}\n".encode())
+                try:
+                    size = p.stat().st_size
+                except OSError as err:  # a link to nothing: "[Errno 2]" alone named neither
+                    raise DataError(f"--pretrain-data {root}: {p}: {err.strerror}"
+                                    + (f" (a link to {os.readlink(p)})" if p.is_symlink() else "")) from None
+                h.update(f"{p.relative_to(root)}\0{size}\n".encode())
     return "listing-sha256:" + h.hexdigest()
 
 

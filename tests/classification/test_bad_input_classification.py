@@ -141,3 +141,66 @@ def test_an_unreadable_image_read_in_a_loader_worker_is_one_line_naming_the_file
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith(f"error: ImageReadError: {bad}: cannot read image (") and \
         lines[0].endswith(") (in a data-loader worker)") and lines[1:] == ["(--debug shows the traceback)"], lines
+
+
+# ---- image folders a user hands the pretraining (bad7 cases 2-4 and the dangling link) ------------------------------
+
+def _folder(root, classes: dict[str, int], split="train"):
+    for c, n in classes.items():
+        (root / split / c).mkdir(parents=True)
+        for i in range(n):
+            Image.new("RGB", (8, 8)).save(root / split / c / f"{i}.png")
+
+
+def test_a_class_directory_without_images_is_refused_naming_it(tmp_path):
+    """It pretrained an N-class classifier with a class it never saw, exit 0."""
+    from classification.data.datasets import ImageFolderDataset
+
+    _folder(tmp_path, {"a": 2, "b": 2, "empty": 0})
+    (tmp_path / "train" / "empty" / "notes.txt").write_text("no images here")
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'train' / 'empty'}: no images with extensions")):
+        ImageFolderDataset(tmp_path, "train")
+
+
+def test_a_folder_of_one_class_is_refused(tmp_path):
+    """A 1-class net's top-1 is trivially 100%."""
+    from classification.data.datasets import ImageFolderDataset
+
+    _folder(tmp_path, {"only": 3})
+    with pytest.raises(ValueError, match=r"one class directory \(only\); a classifier needs at least two"):
+        ImageFolderDataset(tmp_path, "train")
+
+
+def test_images_in_sub_folders_of_a_class_are_read_as_that_class_and_said(tmp_path, caplog):
+    """140 of 280 images in nested folders were silently left out; torchvision's ImageFolder reads them, in its
+    order (by directory, then name)."""
+    from torchvision.datasets import ImageFolder
+
+    from classification.data.datasets import ImageFolderDataset
+
+    _folder(tmp_path, {"a": 2, "b": 1})
+    for sub in ("x", "y/z"):
+        (tmp_path / "train" / "a" / sub).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "train" / "a" / sub / "9.jpg")
+    with caplog.at_level(logging.INFO, logger="classification.data.datasets"):
+        ours = ImageFolderDataset(tmp_path, "train")
+    assert ours.samples == ImageFolder(str(tmp_path / "train")).samples and len(ours) == 5 and ours.nested == 2
+    assert "2 of 5 images are in sub-folders of their class directory, read as that class" in caplog.text
+
+
+def test_a_link_to_nothing_is_named_not_a_bare_errno(tmp_path):
+    from classification.data.datasets import ImageFolderDataset
+    from detection.main_job.data import DataError, DetectData, PretrainData, data_identity
+
+    _folder(tmp_path, {"a": 2, "b": 2})
+    _folder(tmp_path, {"a": 1, "b": 1}, split="val")
+    link = tmp_path / "train" / "a" / "gone.png"
+    link.symlink_to(tmp_path / "elsewhere" / "gone.png")
+    with pytest.raises(ValueError, match=re.escape(f"{link}: a link to {tmp_path / 'elsewhere' / 'gone.png'}, "
+                                                   "which does not exist")):
+        ImageFolderDataset(tmp_path, "train")
+    link.unlink()
+    other = tmp_path / "train" / "b" / "readme.txt"  # not an image: the folder's identity still lists it
+    other.symlink_to(tmp_path / "nowhere.txt")
+    with pytest.raises(DataError, match=re.escape(f"{other}: No such file or directory (a link to ")):
+        data_identity(PretrainData(str(tmp_path)), DetectData())
