@@ -179,17 +179,17 @@ class VOCDetectionEvaluator(DatasetEvaluator):
         if preds is None:
             return None
         gt = self._ground_truth()
-        for c, name in enumerate(self._class_names):
-            if not any(((classes == c) & ~difficult).any() for _, classes, difficult in gt.values()):
-                logger.warning(f"{self._dataset_name}: class {name!r} has no non-difficult ground truth; its AP "
-                               "counts as 0 in the mean. (py-faster-rcnn / Detectron2: 0 for the 07 metric; for the "
-                               "area metric NaN if it has detections, which makes their mAP NaN)")
         ap07, ap_area, per_iou, curves = {}, {}, defaultdict(list), {}
         thresholds = range(50, 100, 5)
+        unscored = []  # classes with no non-difficult object in the test set: nothing to score
         for c, name in enumerate(self._class_names):
             # one matching pass for all ten thresholds; both integrations of the 0.5 curve from it
             tp, fp, npos = voc_match(self._class_ground_truth(gt, c), self._class_detections(preds, c),
                                      [t / 100.0 for t in thresholds])
+            if not npos:  # out of every mean, as COCOeval leaves out a category without ground truth
+                ap07[name] = ap_area[name] = float("nan")
+                unscored.append(name)
+                continue
             for k, t in enumerate(thresholds):
                 rec, prec = _curve(tp[k], fp[k], npos)
                 if t == 50:
@@ -200,16 +200,22 @@ class VOCDetectionEvaluator(DatasetEvaluator):
                                         "precision": [round(x, 5) for x in prec.tolist()]}
                     per_iou[t].append(ap07[name] if self._is_2007 else ap_area[name])
                 else:
-                    per_iou[t].append(voc_ap(rec, prec, self._is_2007) if npos else 0.0)
+                    per_iou[t].append(voc_ap(rec, prec, self._is_2007))
+        if unscored:
+            logger.warning(f"{self._dataset_name}: {len(unscored)} class(es) have no non-difficult object in the "
+                           f"test set, so nothing to score: {', '.join(unscored)}; left out of every mean (as "
+                           "COCOeval leaves out a category without ground truth; py-faster-rcnn counted them as 0)")
         primary = ap07 if self._is_2007 else ap_area
 
-        def mean(values) -> float:  # every class counts (voc_eval_class never returns NaN)
-            return float(np.mean(list(values)) * 100)
+        def mean(values) -> float:  # over the scored classes (none: undefined, as COCOeval's -1)
+            scored = [v for v in values if not np.isnan(v)]
+            return float(np.mean(scored) * 100) if scored else float("nan")
 
         map_at = {t: mean(per_iou[t]) for t in range(50, 100, 5)}
         res = OrderedDict(AP=float(np.mean(list(map_at.values()))), AP50=map_at[50], AP75=map_at[75],
                           mAP50_voc07=mean(ap07.values()), mAP50_area=mean(ap_area.values()))
         res.update({f"AP50-{name}": float(primary[name] * 100) for name in self._class_names})
+        res["classes_unscored"] = len(unscored)
         logger.info(f"{self._dataset_name}: mAP@0.5 {res['AP50']:.2f} ({'VOC07 11-point' if self._is_2007 else 'area'})"
                     f", VOC07 {res['mAP50_voc07']:.2f}, area {res['mAP50_area']:.2f}")
         if self._output_dir:

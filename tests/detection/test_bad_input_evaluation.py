@@ -4,6 +4,7 @@ Each is refused with one clear error or scored as the references score it."""
 
 import json
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -35,7 +36,9 @@ def test_voc_refuses_nan_scores_and_unknown_images():
         voc_eval_class(GT, good + [("img9", 0.5, (1, 1, 5, 5))], 0.5, True)
 
 
-def test_voc_class_without_ground_truth_counts_as_zero(tiny_data, caplog):
+def test_a_voc_class_with_nothing_to_score_is_left_out_of_the_mean_and_named(tiny_data, caplog):
+    """bad7 case 1: a class whose only objects are difficult (or absent) was scored 0 and counted in the mean (a
+    number for nothing); it is left out, as COCOeval leaves out a category without ground truth, and named."""
     records = DatasetCatalog.get("tiny_voc_val")
     names = MetadataCatalog.get("tiny_voc_val").thing_classes
     register_voc("tiny_voc_extra_class", str(tiny_data), "val", class_names=[*names, "unicorn"])
@@ -49,8 +52,9 @@ def test_voc_class_without_ground_truth_counts_as_zero(tiny_data, caplog):
         ev.process([{"image_id": rec["image_id"]}], [{"instances": inst}])
     with caplog.at_level(logging.WARNING):
         res = ev.evaluate()["bbox"]
-    assert res["AP50-unicorn"] == 0.0 and res["AP50"] == pytest.approx(100.0 * len(names) / (len(names) + 1))
-    assert "'unicorn' has no non-difficult ground truth" in caplog.text
+    assert math.isnan(res["AP50-unicorn"]) and res["AP50"] == pytest.approx(100.0) and res["classes_unscored"] == 1
+    assert res["mAP50_voc07"] == pytest.approx(100.0) and res["AP"] == pytest.approx(100.0)
+    assert "1 class(es) have no non-difficult object in the test set, so nothing to score: unicorn" in caplog.text
 
 
 def test_coco_ap_of_a_voc_dataset_with_difficult_objects(tiny_data, tmp_path):
