@@ -164,7 +164,7 @@ def detection_backbones() -> list[str]:
 
 
 def _validate_weights(plan: MainJobPlan) -> None:
-    """--weights / --weights-top1 name backbones of the job, once each, with a top-1 accuracy in [0, 100]."""
+    """--weights / --weights-top1 name backbones of the job, once each, with a top-1 accuracy in (1, 100] percent."""
     for option, pairs in (("--weights", plan.weights), ("--weights-top1", plan.weights_top1)):
         models = [m for m, _ in pairs]
         for m in models:
@@ -175,8 +175,9 @@ def _validate_weights(plan: MainJobPlan) -> None:
     for m, top1 in plan.weights_top1:
         if plan.weights_of(m) is None:
             raise PlanError(f"--weights-top1 {m}=...: {m} has no --weights file (its top-1 is measured here)")
-        if not 0.0 <= top1 <= 100.0:
-            raise PlanError(f"--weights-top1 {m}={top1:g}: a top-1 accuracy in percent, 0 to 100")
+        if not 1.0 < top1 <= 100.0:  # at most 1: below any classifier worth transferring, written as a fraction
+            raise PlanError(f"--weights-top1 {m}={top1:g}: a top-1 accuracy in percent, above 1 and at most 100"
+                            + (f" ({top1:g} looks like a fraction: {100 * top1:g}?)" if 0.0 < top1 <= 1.0 else ""))
     for m, f in plan.weights:
         if not Path(f).is_file():
             raise PlanError(f"--weights {m}={f}: no such file")

@@ -100,12 +100,18 @@ def test_weights_options_that_cannot_apply_are_refused_naming_the_option(change,
         validate_plan(replace(MainJobPlan(backbones=("resnet18",)), **change))
 
 
-def test_a_top1_outside_0_to_100_is_refused(tmp_path):
+@pytest.mark.bad_input
+@pytest.mark.parametrize("top1, message", [(101.0, "--weights-top1 resnet18=101: a top-1 accuracy in percent"),
+                                           (0.698, "resnet18=0.698: a top-1 accuracy in percent, above 1 and at most "
+                                                   "100 (0.698 looks like a fraction: 69.8?)"),
+                                           (0.0, "resnet18=0: a top-1 accuracy in percent")])
+def test_a_top1_that_is_not_a_percentage_is_refused_a_fraction_by_name(tmp_path, top1, message):
+    """bad7 case 7: resnet18=0.698 was taken as 0.698% (error 99.3%) on the leaderboard."""
     f = tmp_path / "w.pth"
     f.write_bytes(b"")
-    with pytest.raises(PlanError, match=r"--weights-top1 resnet18=101: a top-1 accuracy in percent"):
+    with pytest.raises(PlanError, match=re.escape(message)):
         validate_plan(MainJobPlan(backbones=("resnet18",), weights=(("resnet18", str(f)),),
-                                  weights_top1=(("resnet18", 101.0),)))
+                                  weights_top1=(("resnet18", top1),)))
 
 
 @pytest.fixture(scope="module")
