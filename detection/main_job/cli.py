@@ -28,6 +28,7 @@ from ..datasets.embedded import EmbeddedSpec
 from ..evaluation.chance import chance_ap
 from ..project import project_files
 from ..report import ReportSection
+from ..report.writer import report_files
 from .arms import ARMS
 from .checks import check_arms, check_pretrained_weights_fit
 from .control import control_lines
@@ -145,12 +146,26 @@ def _fresh(out: Path, stages: list[Stage], log) -> None:
         if record is not None and record.argv is not None and str(d) in record.argv:  # its own output directory
             shutil.rmtree(d)
             removed += 1
-    for p in (out / "report", out / JOB_SUMMARY, out / JOB_RESULTS, out / JOB_DATA):  # JOB_DATA: what they ran on
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
+    kept = _remove_report(out / "report")
+    for p in (out / JOB_SUMMARY, out / JOB_RESULTS, out / JOB_DATA):  # JOB_DATA: what they ran on
+        if p.is_file():
             p.unlink()
-    log(f"[main job] --fresh: removed {removed} stage directories, the report and the summary under {out}")
+    log(f"[main job] --fresh: removed {removed} stage directories, the report and the summary under {out}"
+        + (f" (kept what the job did not make in {out / 'report'}: {', '.join(kept)})" if kept else ""))
+
+
+def _remove_report(report: Path) -> list[str]:
+    """Delete the files the job's report made (writer.report_files), and the folder when that empties it; the names
+    of what is left (a user's file beside them)."""
+    if not report.is_dir():
+        return []
+    for f in report_files(report):
+        if f.is_file() and not f.is_symlink():
+            f.unlink()
+    left = sorted(p.name for p in report.iterdir())
+    if not left:
+        report.rmdir()
+    return left
 
 
 def main(argv: list[str] | None = None) -> int:

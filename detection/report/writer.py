@@ -35,7 +35,7 @@ from .tables import (
     results_table,
 )
 
-__all__ = ["write_report", "run_gmacs", "ReportSection"]
+__all__ = ["write_report", "run_gmacs", "report_files", "ReportSection"]
 
 
 @dataclass(frozen=True)
@@ -184,11 +184,36 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         "conditions": conditions,
         "differences": ({"columns": differences[0], "rows": differences[1]} if isinstance(differences, tuple)
                         else differences), "chance": chance or {}, "warnings": repeated_seed_warnings(groups),
-        **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots]}, default=str))
+        **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots],
+        "files": _own_files(paths, pre_plots + panel + plots, [*figures, *details])}, default=str))
     atomic_write_text(paths["csv"], _csv_text(csv_rows, families))
     for f, _ in pre_plots + panel + plots:
         paths[f] = out / f
     return paths
+
+
+def _own_files(paths: dict, plots: list, sections: list[ReportSection]) -> list[str]:
+    """The files of the report directory this report is made of (its four documents, its figures and the callers'):
+    what `report_files` lets a rerun delete, and nothing a user put beside them."""
+    names = [p.name for p in paths.values()] + [f for f, _ in plots] + [f for s in sections for f, _ in s.figures]
+    return sorted(set(names))
+
+
+def report_files(report_dir: Path) -> list[Path]:
+    """The files a report written in `report_dir` made (its report.json's "files"; the four documents and the
+    figures it lists where written before the list was): the only ones a rerun may delete. A name with a path in it
+    is not one (report.json is a file a user could edit)."""
+    from classification.engine.run_files import RunFileError, read_json
+
+    fixed = ["report.md", "report.html", "report.json", "report.csv"]
+    try:
+        written = read_json(report_dir / "report.json")
+    except (RunFileError, OSError):
+        written = {}
+    names = written.get("files") if isinstance(written, dict) else None
+    if not isinstance(names, list):
+        names = fixed + list((written.get("plots") if isinstance(written, dict) else None) or [])
+    return [report_dir / n for n in names if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")]
 
 
 def _record_sections(differences, conditions: list[str], pretrain: list[PretrainInfo], pre_plots: list,

@@ -502,6 +502,8 @@ def test_the_result_section_has_each_groups_ap_per_class_over_its_units(tmp_path
     rows = {r[0]: r[1:] for r in table["rows"]}
     assert rows["r101"] == ["50.0", "—"] and rows["vgg"][0].startswith("40.5 [") and rows["vgg"][1] == "10.0 ± 0.0"
     assert "| AP bag | AP shoe |" in paths["markdown"].read_text()
+    written = json.loads(paths["json"].read_text())  # what a rerun's --fresh may delete (writer.report_files)
+    assert {"report.md", "report.html", "report.json", "report.csv", *written["plots"]} == set(written["files"])
     many = {f"class{i}": float(i) for i in range(9)}
     voc = [make_run(tmp_path / "voc", "vgg", "vgg16", voc={"AP50": 70.0, "mAP50_voc07": 69.0}, per_cat=many)]
     table = json.loads(write_report(voc, tmp_path / "voc_report")["json"].read_text())["results"]["voc"]["per_class"]

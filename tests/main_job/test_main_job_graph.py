@@ -182,3 +182,31 @@ def test_a_pretraining_stage_trained_with_the_earlier_batch_draws_is_not_reused(
     assert graph.check_stage(stage, 1) is False  # this code's record: resumed (unfinished here), not refused
     (stage.out / CONFIG_JSON).write_text(json.dumps({**settings, "embedded_cache": False}))
     assert graph.check_stage(stage, 1) is False  # the uncached path always drew per sample
+
+
+@pytest.mark.bad_input
+def test_fresh_deletes_the_reports_own_files_and_keeps_a_users_file_in_report(tmp_path):
+    """bad7 case 10: --fresh deleted a report/ folder whole, the user's report/paper.tex with it, exit 0. It deletes
+    the files report.json says the report made (a name with a path in it is not one), and keeps the folder when
+    something else is in it, saying so."""
+    from detection.main_job.cli import _fresh
+
+    stage = _planned_stage(tmp_path, "vgg16_bn_p0_d0")
+    report = tmp_path / "report"
+    report.mkdir()
+    for name in ("report.md", "report.html", "report.csv", "pr_curves.png", "degradation.png"):
+        (report / name).write_text("made by the job")
+    (report / "report.json").write_text(json.dumps({"files": ["report.md", "report.html", "report.json",
+                                                              "report.csv", "pr_curves.png", "degradation.png",
+                                                              "../notes.txt"]}))
+    (report / "paper.tex").write_text("the user's")
+    (tmp_path / "notes.txt").write_text("mine")
+    said = []
+    _fresh(tmp_path, [stage], said.append)
+    assert sorted(p.name for p in report.iterdir()) == ["paper.tex"] and (tmp_path / "notes.txt").is_file()
+    assert "(kept what the job did not make in" in said[0] and said[0].endswith("report: paper.tex)")
+    (report / "paper.tex").unlink()
+    (report / "report.json").write_text(json.dumps({"plots": ["pr_curves.png"]}))  # written before "files"
+    (report / "pr_curves.png").write_text("x")
+    _fresh(tmp_path, [stage], said.append)
+    assert not report.exists()
