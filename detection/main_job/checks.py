@@ -17,6 +17,7 @@ from classification.engine.config import SEED_LIMIT
 from .arms import ARMS, arm_comparisons, unfair_keys
 from .data import EMBEDDED_TEST_SETS
 from .family import plain_residual_pairs
+from .leg_configs import leg_config_files, paper_solver
 from .plan import SCALES, MainJobPlan, PlanError
 
 # The smallest pretraining image every detection backbone keeps a feature map at (total stride 32: res5 at 1x1).
@@ -156,6 +157,16 @@ def _validate_data(plan: MainJobPlan) -> None:
     if plan.processes() > 1 and plan.pretrained_here() and plan.pretrain_batch % plan.processes():
         raise PlanError(f"--gpus-per-stage {plan.gpus} --nodes-per-stage {plan.nodes}: the pretraining batch "
                         f"{plan.pretrain_batch} does not split into equal batches over {plan.processes()} processes")
+    if plan.processes() > 1 and plan.scale != "paper":  # paper scale: Detectron2 scales the batch to 2 a GPU
+        for model in plan.backbones:
+            for arm in plan.arms:
+                configs = leg_config_files(model, arm=arm, scale=plan.scale, data_format=plan.detect_data.format)
+                ims = paper_solver(tuple(configs))[2]
+                if ims % plan.processes():  # Detectron2's build_batch_data_loader asserts it when each leg starts
+                    raise PlanError(f"--gpus-per-stage {plan.gpus} --nodes-per-stage {plan.nodes}: a detection "
+                                    f"leg's batch (SOLVER.IMS_PER_BATCH {ims}, as its configs resolve at "
+                                    f"--scale {plan.scale}) does not split over {plan.processes()} processes; "
+                                    "Detectron2 would stop every leg at launch, after the pretraining")
 
 
 def detection_backbones() -> list[str]:

@@ -440,3 +440,21 @@ def test_the_headline_preset_runs_the_missions_pair_in_the_papers_setting_with_i
     assert len(plan.pretrain_seeds) >= 5 and len(stages) == 6 * len(plan.pretrain_seeds)
     assert {s.group for s in legs} == {"vgg16_bn_frozenbn_pretrained", "resnet101_frozenbn_pretrained",
                                        "vgg16_bn_frozenbn_pretrained_control"}
+
+
+@pytest.mark.bad_input
+def test_a_stage_world_the_detection_batch_does_not_split_over_is_refused_at_plan_time():
+    """bad7 case 9: --gpus-per-stage 4 with a detection batch of 2 passed the dry run; on the cluster every leg
+    would stop on Detectron2's batch assertion after the pretraining. At paper scale Detectron2 scales the batch
+    to 2 images a GPU (REFERENCE_WORLD_SIZE): any world splits it."""
+    from detection.main_job.checks import validate_plan
+    from detection.main_job.presets import PRESETS
+
+    demo = replace(MainJobPlan(), **PRESETS["demo"])
+    validate_plan(replace(demo, gpus=2))
+    with pytest.raises(PlanError, match=re.escape("--gpus-per-stage 4 --nodes-per-stage 1: a detection leg's batch "
+                                                  "(SOLVER.IMS_PER_BATCH 2, as its configs resolve at --scale "
+                                                  "embedded) does not split over 4 processes")):
+        validate_plan(replace(demo, gpus=4))
+    with pytest.raises(PlanError, match="does not split over 6 processes"):
+        validate_plan(replace(demo, gpus=3, nodes=2, pretrain_batch=120))
