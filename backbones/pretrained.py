@@ -63,6 +63,7 @@ class LoadReport:
     skipped: list[str] = field(default_factory=list)  # detector-only / bookkeeping / dropped classifier
     option_mismatches: list[str] = field(default_factory=list)
     bad_values: list[str] = field(default_factory=list)  # inf/NaN, or integers where the model holds floats
+    unwrapped: tuple[str, ...] = ()  # the wrappers the weights came out of ("the 'state_dict' entry", ...)
 
     @property
     def ok(self) -> bool:
@@ -82,7 +83,8 @@ class LoadReport:
         conv = ", ".join(f"{k}={v}" for k, v in (("input", m.input_format), ("mean", m.pixel_mean),
                                                    ("std", m.pixel_std), ("stride_in_1x1", m.stride_in_1x1))
                          if v is not None) or "conventions unknown"
-        lines = [f"{self.path}: format {self.source_format} ({conv}); {len(self.loaded)} tensors fit the model"]
+        lines = [f"{self.path}: format {self.source_format} ({conv}); {len(self.loaded)} tensors fit the model"
+                 + (f"; read out of {' and '.join(self.unwrapped)}" if self.unwrapped else "")]
         lines += keys("convention mismatch", self.option_mismatches)  # first: it often explains the rest
         lines += keys("missing in checkpoint", self.missing)
         lines += keys("unexpected in checkpoint", self.unexpected)
@@ -130,6 +132,7 @@ class WeightsFile:
     container: dict[str, Any]
     source_format: str
     meta: WeightsMeta
+    unwrapped: tuple[str, ...] = ()  # the wrappers the weights came out of (weight_formats.unwrap_checkpoint)
 
     @property
     def is_detector(self) -> bool:
@@ -139,13 +142,13 @@ class WeightsFile:
 
 def read_weights_file(path: str | os.PathLike) -> WeightsFile:
     """Read a weights file safely (read_checkpoint: no pickled code runs): the project's one weights reader."""
-    sd, container = unwrap_checkpoint(read_checkpoint(path), str(path))
+    sd, container, unwrapped = unwrap_checkpoint(read_checkpoint(path), str(path))
     fmt = detect_format(sd, container)
     try:
         meta = meta_for_format(fmt, container)
     except MetadataError as err:
         raise MetadataError(f"{path}: {err}") from None
-    return WeightsFile(sd, container, fmt, meta)
+    return WeightsFile(sd, container, fmt, meta, unwrapped)
 
 
 def read_weights(path: str | os.PathLike) -> tuple[dict[str, Any], str, WeightsMeta]:
@@ -203,9 +206,10 @@ def load_pretrained(model: nn.Module, path: str | os.PathLike, *, strict: bool =
         convention mismatches; False loads every tensor whose name and shape fit and reports the rest.
     drop_classifier: ignore the classifier (`fc.*`) on both sides, e.g. ImageNet weights into a 10-class model.
     """
-    sd, fmt, meta = read_weights(path)
-    report = load_state_dict_into(model, sd, fmt, meta, source=str(path), strict=strict,
+    w = read_weights_file(path)
+    report = load_state_dict_into(model, w.state_dict, w.source_format, w.meta, source=str(path), strict=strict,
                                   drop_classifier=drop_classifier)
+    report.unwrapped = w.unwrapped
     if verbose:
         print(report.summary())
     return report

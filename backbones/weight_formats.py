@@ -118,24 +118,33 @@ _DETECTOR_ONLY = re.compile(
 )
 
 
-def unwrap_checkpoint(obj: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return (state_dict, container) from the usual wrappers: {"model": sd} (Detectron2, ours),
-    {"state_dict": sd} (timm/lightning), {"blobs": sd} (Caffe2), or a bare state dict."""
+def unwrap_checkpoint(obj: Any, source: str) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
+    """Return (state_dict, container, what was unwrapped) from the usual wrappers: {"model": sd} (Detectron2, ours),
+    {"state_dict": sd} (timm/lightning, and training scripts beside their epoch and best accuracy), {"blobs": sd}
+    (Caffe2), or a bare state dict; keys that all start with DataParallel's / DistributedDataParallel's "module."
+    lose it (as timm's clean_state_dict does), a mixed file keeps its names."""
     if not isinstance(obj, Mapping):
         raise FormatError(f"{source}: expected a dict of weights, found {type(obj).__name__}")
-    container = dict(obj)
+    container, unwrapped = dict(obj), []
     for key in ("model", "state_dict", "blobs", "model_state"):
         if key in obj and isinstance(obj[key], Mapping):
             sd = obj[key]
+            unwrapped.append(f"the {key!r} entry")
             break
     else:
         sd = obj
+    if sd and all(isinstance(k, str) and k.startswith(DDP_PREFIX) for k in sd):
+        sd = {k[len(DDP_PREFIX):]: v for k, v in sd.items()}
+        unwrapped.append(f"the {DDP_PREFIX!r} prefix of (Distributed)DataParallel")
     bad = [k for k, v in sd.items() if not isinstance(v, (torch.Tensor, np.ndarray))]
     if bad:
         raise FormatError(f"{source}: entries that are not arrays: {bad[:5]}{' ...' if len(bad) > 5 else ''}")
     if not sd:
         raise FormatError(f"{source}: the checkpoint holds no weights")
-    return dict(sd), container
+    return dict(sd), container, tuple(unwrapped)
+
+
+DDP_PREFIX = "module."
 
 
 # Key prefixes of a Detectron2 detector's state dict (trunk, RPN, RoI heads): the one definition of "this file is a

@@ -191,7 +191,9 @@ def _validate_weights(plan: MainJobPlan) -> None:
                             + (f" ({top1:g} looks like a fraction: {100 * top1:g}?)" if 0.0 < top1 <= 1.0 else ""))
     for m, f in plan.weights:
         if not Path(f).is_file():
-            raise PlanError(f"--weights {m}={f}: no such file")
+            what = ("a directory" if Path(f).is_dir() else "not a regular file (a FIFO, socket or device)"
+                    if Path(f).exists() else "no such file")
+            raise PlanError(f"--weights {m}={f}: {what}; a weights file is one regular file")
 
 
 def arm_differences(plan: MainJobPlan, model: str) -> dict[tuple[str, str], dict[str, list]]:

@@ -1,6 +1,7 @@
 """Weight loading: every supported format, exact equality with torchvision/timm, strictness, metadata, safety."""
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -340,3 +341,41 @@ def test_convert_weights_cli_torchvision_vgg_and_errors(tmp_path):
     assert load_pretrained(model, tmp_path / "v.pth").ok
     bad = run_tool("tools/convert_weights.py", tmp_path / "vgg16.pth", tmp_path / "x.pth", "--model", "resnet50")
     assert bad.returncode == 1 and "Traceback" not in bad.stderr and "missing in checkpoint" in bad.stderr
+
+
+@pytest.mark.bad_input
+def test_a_training_scripts_checkpoint_with_a_module_prefix_is_unwrapped_and_the_wrapper_named(tmp_path):
+    """bad7: {'state_dict': {'module.conv1.weight', ...}, 'best_prec1': ...}, as published CIFAR ResNet and most
+    DataParallel training scripts save it, was refused as an unrecognised layout; it loads as timm's loader would
+    (the 'module.' prefix dropped when every key has it), the report naming what it came out of."""
+    src = create_model("cifar_resnet20")
+    _randomize_bn(src)
+    f = tmp_path / "checkpoint.th"
+    torch.save({"epoch": 200, "state_dict": {f"module.{k}": v for k, v in src.state_dict().items()},
+                "best_prec1": 91.7}, f)
+    dst = create_model("cifar_resnet20")
+    report = load_pretrained(dst, f)
+    assert report.ok and report.unwrapped == ("the 'state_dict' entry",
+                                              "the 'module.' prefix of (Distributed)DataParallel")
+    assert "read out of the 'state_dict' entry and the 'module.' prefix" in report.summary()
+    x = torch.rand(2, 3, 32, 32)
+    assert torch.equal(src.eval()(x), dst.eval()(x))
+    mixed = {f"module.{k}" if i else k: v for i, (k, v) in enumerate(src.state_dict().items())}
+    torch.save(mixed, tmp_path / "mixed.pth")  # not every key: left as it is, and refused by its names
+    with pytest.raises(Exception, match="module."):
+        load_pretrained(create_model("cifar_resnet20"), tmp_path / "mixed.pth")
+
+
+@pytest.mark.bad_input
+def test_weights_given_as_a_directory_or_a_fifo_say_what_they_are(tmp_path):
+    import os
+
+    from detection.main_job.checks import validate_plan
+    from detection.main_job.plan import MainJobPlan, PlanError
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, what in ((tmp_path, "a directory"), (fifo, "not a regular file (a FIFO, socket or device)"),
+                       (tmp_path / "absent.pth", "no such file")):
+        with pytest.raises(PlanError, match=rf"--weights resnet18={path}: {re.escape(what)}; a weights file is one "):
+            validate_plan(MainJobPlan(backbones=("resnet18",), weights=(("resnet18", str(path)),)))
