@@ -219,6 +219,11 @@ def compare_jobs(a, b) -> dict:
     common = sorted(set(st_a) & set(st_b))
     records = {name: (_portable_record(st_a[name], job_a), _portable_record(st_b[name], job_b)) for name in common}
     differ = {name: _differences(ra.argv, rb.argv) for name, (ra, rb) in records.items() if ra.argv != rb.argv}
+    other_data = _other_test_data(res_a, res_b)
+    for name in common:  # scored on other images: a difference of the data, not run-to-run movement
+        if other_data and st_a[name].parent.name == "detect":
+            differ.setdefault(name, []).append(other_data)
+    out["other_test_data"] = other_data
     grown = True
     while grown:  # a stage that starts from a stage with other settings (detection from its pretraining) differs too
         grown = False
@@ -254,6 +259,16 @@ def compare_jobs(a, b) -> dict:
     out["moved"] = moved
     out["verdicts"] = _verdicts(res_a, res_b)
     return out
+
+
+def _other_test_data(res_a: dict, res_b: dict) -> str | None:
+    """Why the two jobs' legs were scored on other test data (results.json's test_set: the registered set by
+    content), or None when both recorded the same or either did not record it."""
+    ta, tb = res_a.get("test_set"), res_b.get("test_set")
+    if not (isinstance(ta, dict) and isinstance(tb, dict) and ta and tb) or ta == tb:
+        return None
+    return (f"scored on other test data (A: {ta.get('name')} {str(ta.get('content'))[:19]}..., B: {tb.get('name')} "
+            f"{str(tb.get('content'))[:19]}...)")
 
 
 def _threads(values: list) -> str:

@@ -147,3 +147,21 @@ def test_a_job_whose_control_was_not_called_keeps_its_calls_when_recomputed(tmp_
         (b / "results.json").write_text(json.dumps({**res, key: "this job could not see even its control (x)"}))
         (v,) = compare_jobs(a, b)["verdicts"]
         assert v["A"]["call"] == v["B"]["call"] == "vgg16_bn_pretrained" and v["same_call"]
+
+
+@pytest.mark.bad_input
+def test_jobs_scored_on_other_test_data_are_not_called_the_same_command(tmp_path):
+    """bad7 case 8: two jobs whose legs ran the same command on other test images (results.json's test_set: the
+    registered set by content) were 'the same command' and their AP difference run-to-run movement."""
+    a = main_job_dir(tmp_path / "a", "/r", 1, groups=job_groups(90.0, 95.0, 0.2))
+    b = main_job_dir(tmp_path / "b", "/r", 1, groups=job_groups(91.0, 95.0, 0.2))
+    for job, content in ((a, "sha256:" + "a" * 64), (b, "sha256:" + "b" * 64)):
+        res = json.loads((job / "results.json").read_text())
+        (job / "results.json").write_text(json.dumps({**res, "test_set": {"name": "mine_test", "content": content}}))
+    cmp = compare_jobs(a, b)
+    assert cmp["other_test_data"].startswith("scored on other test data (A: mine_test sha256:aaaaaaaaaaaa...")
+    differ = {d["stage"]: d["differences"] for d in cmp["settings_differ"]}
+    assert set(differ) == {"detect/resnet101_p0_d0", "detect/vgg16_bn_p0_d0"}  # the pretraining is not scored on it
+    assert not any(r["same_settings"] for r in cmp["rows"] if r["stage"].startswith("detect/"))
+    assert "AP50" not in cmp["moved"]
+    assert "every matched stage ran the same command" not in "\n".join(comparison_lines(cmp))
