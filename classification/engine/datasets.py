@@ -67,11 +67,8 @@ def _image_folder(cfg, mean, std) -> tuple:
         extra = sorted(set(val.classes) - set(train.classes))
         raise ValueError(f"{cfg.data_root}: val's classes differ from train's (missing in val: {missing[:5]}, "
                          f"not in train: {extra[:5]}); a label would mean another class")
-    used = {label for _, label in train.samples}
-    empty = [c for i, c in enumerate(train.classes) if i not in used]
-    if len(train.classes) < 2 or empty:
-        raise ValueError(f"{cfg.data_root}/train: " + (f"class directories without images: {empty[:5]}" if empty
-                         else f"only {len(train.classes)} class; classification needs at least 2"))
+    if len(train.classes) < 2:  # (a class directory without images: ImageFolderDataset refuses it, naming it)
+        raise ValueError(f"{cfg.data_root}/train: only {len(train.classes)} class; classification needs at least 2")
     return train, val
 
 
@@ -83,6 +80,8 @@ def _small_image_folder(cfg, mean, std) -> tuple:
     if not cfg.data_root:
         raise ValueError("dataset 'imagefolder-small' needs data_root (ImageNet layout: <root>/train/<class>/*)")
     train = CompositedSet.from_folder(cfg.data_root, "train", cfg.image_size, mean, std)
+    if len(train.classes) < 2:  # a 1-class net's top-1 is 100% whatever it learns (the main job's check too)
+        raise ValueError(f"{cfg.data_root}/train: only {len(train.classes)} class; classification needs at least 2")
     val = CompositedSet.from_folder(cfg.data_root, "val", cfg.image_size, mean, std)
     if val.classes != train.classes:
         raise ValueError(f"{cfg.data_root}: val's class directories differ from train's; a label would mean "

@@ -68,6 +68,8 @@ def read_coco_json(json_file: str) -> dict:
             from None
     except RecursionError:
         raise DatasetFormatError(f"{json_file}: JSON nested too deeply to be a COCO instances file") from None
+    except ValueError as err:  # a 5000-digit integer: Python's int-conversion limit, a traceback before
+        raise DatasetFormatError(f"{json_file}: not a COCO instances file: {err}") from None
     if not isinstance(data, dict):
         raise DatasetFormatError(f"{json_file}: a COCO instances file is a JSON object with images, annotations "
                                  f"and categories, not a {type(data).__name__}")

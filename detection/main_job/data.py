@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,9 @@ def embedded_sets(selection: bool, test_scenes: int = EMBEDDED_VAL_SCENES) -> tu
     if selection:
         return "embedded_train_fit", "embedded_train_holdout"
     return "embedded_train", EMBEDDED_TEST_SETS[test_scenes]
+
+
+logger = logging.getLogger(__name__)
 
 
 class DataError(ValueError):
@@ -161,6 +165,9 @@ def _check_folder(root: Path) -> None:
         train, val = ImageFolderDataset(root, "train"), ImageFolderDataset(root, "val")
     except (OSError, ValueError) as err:
         raise DataError(f"--pretrain-data {root}: {err}") from None
+    if len(train.classes) < 2:  # a 1-class net's top-1 is 100% whatever it learns
+        raise DataError(f"--pretrain-data {root}: train/ has one class directory ({train.classes[0]}); a classifier "
+                        "needs at least two")
     if train.classes != val.classes:  # a label is an index into the sorted class list: it would mean another class
         differ = sorted(set(train.classes) ^ set(val.classes))[:3]
         raise DataError(f"--pretrain-data {root}: train/ and val/ have other class directories ({differ}, ...)")
@@ -177,21 +184,37 @@ def folder_train_images(folder: str) -> int:
 
 
 def _check_coco(detect: DetectData) -> DetectData:
-    from ..datasets.coco import DatasetFormatError, read_coco_json
+    """Both sides read as a leg's loader reads them (datasets.coco.load_coco_checked: ids, boxes, listed and present
+    images), before anything is created; then what the job needs of them: objects to train on and to score."""
+    from ..datasets.coco import DatasetFormatError, load_coco_checked, read_coco_json
 
-    categories, standard = [], []
+    categories, standard, files = [], [], []
     for (json_file, image_root), side in ((detect.train, "train"), (detect.test, "test")):
         if not Path(image_root).is_dir():
             raise DataError(f"--detect-coco: {side} image root {image_root}: no such directory")
         try:
             data = read_coco_json(json_file)
-        except (OSError, DatasetFormatError) as err:
+            categories.append(_categories(data, json_file))
+            if not data.get("images"):
+                raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
+            dicts = load_coco_checked(json_file, image_root)
+        except DataError:
+            raise
+        except (OSError, DatasetFormatError, ValueError) as err:
             raise DataError(f"--detect-coco: {err}") from None
-        categories.append(_categories(data, json_file))
-        if not data.get("images"):
-            raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
+        if "annotations" not in data:  # a test-dev style file: images without ground truth
+            raise DataError(f"--detect-coco: {json_file}: no 'annotations' list, so nothing to "
+                            f"{'train on' if side == 'train' else 'score'} (a file of images without ground truth)")
+        objects = sum(not a["iscrowd"] for d in dicts for a in d["annotations"])
+        if not objects:  # crowd regions are ignored by training and scoring alike
+            raise DataError(f"--detect-coco: {json_file}: no object that is not a crowd region, so nothing to "
+                            f"{'train on' if side == 'train' else 'score'} ({len(dicts)} images)")
+        files.append({os.path.realpath(d["file_name"]) for d in dicts})
         found = (Path(json_file).name, len(data["images"]))
         standard.append(next((name for name, split in PAPER_COCO_SPLITS.items() if split == found), None))
+    if shared := len(files[0] & files[1]):  # scored on what it trained on: said, not refused (a user's choice)
+        logger.warning(f"--detect-coco: {shared} of the {len(files[1])} test images are also training images "
+                       f"({detect.test[0]} and {detect.train[0]}): their AP is not a held-out score")
     if categories[0] != categories[1]:
         only_train = sorted(set(categories[0]) - set(categories[1]))[:3]
         only_test = sorted(set(categories[1]) - set(categories[0]))[:3]
@@ -237,9 +260,9 @@ def _check_voc(detect: DetectData) -> DetectData:
     if unknown:
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split "
                         f"{detect.train[1]!r} has no object of: {unknown[:5]} (a detector cannot learn them)")
-    if unseen:  # VOC's mean would count each as AP 0
+    if unseen:  # nothing to score: left out of the mean, the job would rank on fewer classes than it trains
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} has no object of {unseen[:5]}, which the "
-                        f"train split {detect.train[1]!r} names: each would score AP 0 in the mean")
+                        f"train split {detect.train[1]!r} names: nothing to score them on")
     return DetectData(VOC, detect.train, detect.test, tuple(found[0]))
 
 

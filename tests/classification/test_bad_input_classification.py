@@ -162,13 +162,20 @@ def test_a_class_directory_without_images_is_refused_naming_it(tmp_path):
         ImageFolderDataset(tmp_path, "train")
 
 
-def test_a_folder_of_one_class_is_refused(tmp_path):
-    """A 1-class net's top-1 is trivially 100%."""
-    from classification.data.datasets import ImageFolderDataset
+def test_a_folder_of_one_class_is_refused_before_the_main_job_pretrains_on_it(tmp_path):
+    """A 1-class net's top-1 is trivially 100%: the main job's folder check and train_cls's small-image folder
+    (the main job's pretraining path) refuse it, as train_cls's imagefolder did."""
+    from classification.engine.config import ClsConfig
+    from classification.engine.trainer import build_datasets
+    from detection.main_job.data import DataError, DetectData, PretrainData, check_data
 
     _folder(tmp_path, {"only": 3})
-    with pytest.raises(ValueError, match=r"one class directory \(only\); a classifier needs at least two"):
-        ImageFolderDataset(tmp_path, "train")
+    _folder(tmp_path, {"only": 1}, split="val")
+    with pytest.raises(DataError, match=r"train/ has one class directory \(only\); a classifier needs at least two"):
+        check_data(PretrainData(str(tmp_path)), DetectData())
+    cfg = ClsConfig(dataset="imagefolder-small", data_root=str(tmp_path), image_size=8)
+    with pytest.raises(ValueError, match=r"only 1 class; classification needs at least 2"):
+        build_datasets(cfg)
 
 
 def test_images_in_sub_folders_of_a_class_are_read_as_that_class_and_said(tmp_path, caplog):

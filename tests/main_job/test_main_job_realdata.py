@@ -3,6 +3,7 @@ ImageNet-style folder, published weights, the paper configs at paper scale; the 
 formats gives the embedded path's numbers; bad data stops the job in one line before anything is created."""
 
 import json
+import logging
 import re
 import shutil
 
@@ -54,6 +55,16 @@ def _coco(tmp_path, exported, *, categories=None, test_images=None, name="instan
     return [train, root, str(changed), root]
 
 
+def _coco_changed(tmp_path, exported, name: str, change) -> list[str]:
+    """--detect-coco's four arguments with the quick preset's test json changed by `change` (in place) or, given
+    a string, replaced by that text."""
+    train, root, test, _ = exported.coco_args("val_100")
+    data = json.loads(open(test).read())
+    text = change if isinstance(change, str) else (change(data), json.dumps(data))[1]
+    (tmp_path / name).write_text(text)
+    return [train, root, str(tmp_path / name), root]
+
+
 def _voc(tmp_path, exported, *, test_images):
     """A copy of the exported VOC layout whose test split lists only its first images."""
     voc = tmp_path / "voc"
@@ -100,9 +111,12 @@ def test_the_papers_coco_splits_keep_detectron2s_names_so_the_report_can_stand_t
     from detection.main_job.data import check_data
 
     cats = [{"id": 1, "name": "person"}]
+    (tmp_path / "0.jpg").write_bytes(b"")  # the up-front check reads the files as a leg does: they exist
     for name, n in (("instances_train2014.json", 82783), ("instances_val2014.json", 40504)):
-        (tmp_path / name).write_text(json.dumps({"images": [{"id": i} for i in range(1, n + 1)], "annotations": [],
-                                                 "categories": cats}))
+        (tmp_path / name).write_text(json.dumps({
+            "images": [{"id": i, "file_name": "0.jpg", "width": 9, "height": 9} for i in range(1, n + 1)],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4], "iscrowd": 0}],
+            "categories": cats}))
     paper = DetectData(COCO, (str(tmp_path / "instances_train2014.json"), str(tmp_path)),
                        (str(tmp_path / "instances_val2014.json"), str(tmp_path)))
     checked = check_data(PretrainData(), paper)
@@ -234,7 +248,7 @@ def _bad_cases(tmp_path, exported):
         (["--detect-voc", str(voc), "train", "missing"], r"test split 'missing'.*no_such_image.xml"),
         (["--detect-voc", str(voc), "train", "other"], r"test split 'other' names classes .*\['zebra'\]"),
         (["--detect-voc", str(voc), "train", "fewer"],
-         r"test split 'fewer' has no object of \['sneaker', 'trouser', 'tshirt_top'\].*AP 0 in the mean"),
+         r"test split 'fewer' has no object of \['sneaker', 'trouser', 'tshirt_top'\].*nothing to score them on"),
         (["--detect-coco", *_coco(tmp_path, exported, categories=string_id, name="string_id.json")],
          r"string_id.json: categories\[0\] needs an integer 'id'"),
         (["--pretrain-data", str(tmp_path / "empty"), "--weights", f"resnet18={given}"],
@@ -247,6 +261,21 @@ def _bad_cases(tmp_path, exported):
          r"--detect-iterations: at --scale paper the paper configs' schedules .* run"),
         (["--selection", "--detect-voc", str(voc), "train", "val"], r"--selection holds out"),
         (["--gpus-per-stage", "1"], r"--gpus-per-stage 1 x --jobs 2: this machine has 0 GPU"),
+        # bad7: what a leg's loader refused only after the job had made stages, refused before anything is made
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "dup.json", lambda d: d["images"].append(
+            dict(d["images"][0])))], r"dup.json: images\[100\] has id \d+, as images\[0\] does"),
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "unlisted.json", lambda d: d["annotations"].append(
+            {**d["annotations"][0], "id": 10**6, "image_id": 987654}))],
+         r"unlisted.json: annotation 1000000 refers to image_id 987654, which is not listed under 'images'"),
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "missing.json", lambda d: d["images"][0].update(
+            file_name="nope.jpg"))], r"missing.json: 1 of 100 images not found under .*nope.jpg"),
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "crowd.json", lambda d: [
+            a.update(iscrowd=1) for a in d["annotations"]])],
+         r"crowd.json: no object that is not a crowd region, so nothing to score \(100 images\)"),
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "test_dev.json", lambda d: d.pop("annotations"))],
+         r"test_dev.json: no 'annotations' list, so nothing to score"),
+        (["--detect-coco", *_coco_changed(tmp_path, exported, "big.json", '{"images": [{"id": ' + "9" * 5000 + "}]}")],
+         r"big.json: not a COCO instances file: Exceeds the limit \(4300 digits\)"),
         (["--nodes-per-stage", "2"], r"--nodes-per-stage 2: a stage spans machines only as a Slurm job"),
     ]
 
@@ -329,3 +358,15 @@ def test_a_three_backbone_job_on_published_weights_ranks_them_in_one_family(tmp_
     assert "## Leaderboard" in report and "pretraining variance not included" in report
     title = "VOC split" if data == "voc" else "COCO json instances_train.json -> instances_test.json"
     assert title in (tmp_path / "job" / "summary.txt").read_text()
+
+
+@pytest.mark.bad_input
+def test_a_test_set_that_holds_training_images_is_scored_with_a_warning_that_counts_them(exported, caplog):
+    """bad7: a test set equal to the train set was scored without a word."""
+    from detection.main_job.data import check_data
+
+    train, root, _, _ = exported.coco_args("val_100")
+    with caplog.at_level(logging.WARNING, logger="detection.main_job.data"):
+        check_data(PretrainData(), DetectData(COCO, (train, root), (train, root)))
+    assert re.search(r"--detect-coco: (\d+) of the \1 test images are also training images .*not a held-out score",
+                     caplog.text)
