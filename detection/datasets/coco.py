@@ -172,10 +172,11 @@ def _areas(anns: list, ann_ids: np.ndarray, json_file: str) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
-def coco_ground_truth(json_file: str, *, log: bool = True) -> CocoGroundTruth:
+def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = None) -> CocoGroundTruth:
     """Read and validate a COCO instances file (one parse, array checks over all annotations): the ground truth
-    that training (`load_coco_checked`) and evaluation (evaluation.coco.COCOEvaluator) both use."""
-    data = read_coco_json(json_file)
+    that training (`load_coco_checked`) and evaluation (evaluation.coco.COCOEvaluator) both use. data: the file as
+    read_coco_json parsed it, to spare a second parse of a large file (consumed: its polygons are dropped)."""
+    data = read_coco_json(json_file) if data is None else data
     images = _list(data, "images", json_file, required=True)
     categories = _list(data, "categories", json_file, required=True)
     has_annotations = "annotations" in data
@@ -314,11 +315,12 @@ def _records(gt: CocoGroundTruth, image_root: str, dataset_name: str | None) -> 
             for im in sorted(gt.dataset["images"], key=lambda im: im["id"])]
 
 
-def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None = None) -> list[dict]:
+def load_coco_checked(json_file: str, image_root: str, dataset_name: str | None = None, *,
+                      data: dict | None = None) -> list[dict]:
     """Training's dataset dicts of a COCO instances file: validated, boxes clipped / dropped (logged), images
-    checked to exist. Evaluation reads the same ground truth through `coco_ground_truth`."""
+    checked to exist. Evaluation reads the same ground truth through `coco_ground_truth` (data: as it takes it)."""
     with bulk_objects():
-        dicts = _records(coco_ground_truth(json_file), image_root, dataset_name)
+        dicts = _records(coco_ground_truth(json_file, data=data), image_root, dataset_name)
     logger.info(f"Loaded {len(dicts)} images in COCO format from {json_file}")
     missing = [d["file_name"] for d in dicts if not os.path.isfile(d["file_name"])]
     if missing:

@@ -197,12 +197,14 @@ def _check_coco(detect: DetectData) -> DetectData:
             categories.append(_categories(data, json_file))
             if not data.get("images"):
                 raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
-            dicts = load_coco_checked(json_file, image_root)
+            found = (Path(json_file).name, len(data["images"]))
+            has_annotations = "annotations" in data
+            dicts = load_coco_checked(json_file, image_root, data=data)  # one parse of a large file, not two
         except DataError:
             raise
         except (OSError, DatasetFormatError, ValueError) as err:
             raise DataError(f"--detect-coco: {err}") from None
-        if "annotations" not in data:  # a test-dev style file: images without ground truth
+        if not has_annotations:  # a test-dev style file: images without ground truth
             raise DataError(f"--detect-coco: {json_file}: no 'annotations' list, so nothing to "
                             f"{'train on' if side == 'train' else 'score'} (a file of images without ground truth)")
         objects = sum(not a["iscrowd"] for d in dicts for a in d["annotations"])
@@ -210,7 +212,6 @@ def _check_coco(detect: DetectData) -> DetectData:
             raise DataError(f"--detect-coco: {json_file}: no object that is not a crowd region, so nothing to "
                             f"{'train on' if side == 'train' else 'score'} ({len(dicts)} images)")
         files.append({os.path.realpath(d["file_name"]) for d in dicts})
-        found = (Path(json_file).name, len(data["images"]))
         standard.append(next((name for name, split in PAPER_COCO_SPLITS.items() if split == found), None))
     if shared := len(files[0] & files[1]):  # scored on what it trained on: said, not refused (a user's choice)
         logger.warning(f"--detect-coco: {shared} of the {len(files[1])} test images are also training images "
