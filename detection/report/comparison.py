@@ -33,8 +33,9 @@ runs nested in one unit are not independent draws; a description, not a test.
 about the scene generator (or the dataset's population), not these images. `with_test_set` adds the test set's
 part to the interval: the variance of Δ over paired bootstrap draws of the images that every run of a side shares
 (test_sampling.shared_test_set_se; each run's own luck on these images already varies between units and is in
-their spread), added to the units' variance -- the assumption: the two are independent and add -- on the images'
-df in Welch-Satterthwaite. The call, p, the Holm step and the MDE are all of that interval.
+their spread), added to the units' variance -- the assumption: the two are independent and add -- on the units'
+df (the part is taken as known; counted in Satterthwaite's df it would narrow a 3-unit interval as noise is added).
+The call, p, the Holm step and the MDE are all of that interval.
 
 **The family.** A job that prints several comparisons adjusts them together (`adjust`, Holm's step-down method over
 the family's two-sided Welch p values): the call is made when the Holm-adjusted p is below 0.05, and the adjusted
@@ -56,8 +57,8 @@ round, the assay failed, which the job says before anything else.
 
 **Numerics.** Student's t is scipy.stats' (`t.ppf`, `t.sf`), Holm's decisions and adjusted p statsmodels'
 (`multipletests(method="holm")`): what a reviewer checks the numbers against. Ours are only what those libraries do
-not give: Welch's df for a contrast of several groups, the interval at each Holm step, and the power search of
-`units_needed` over Welch's df (tests/detection/test_comparison.py recomputes every comparison in results/*.json).
+not give: Welch's df for a contrast of several groups, the interval at each Holm step, and the power simulation
+(power.py; tests/detection/test_comparison.py recomputes every comparison in results/*.json).
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ class Comparison:
     unit_a: str  # what a unit of A is ("pretraining run" or "run")
     unit_b: str
     delta: float  # mean of A's unit means minus B's
-    interval: tuple[float, float] | None  # 95%, Welch's t over the unit means; None without a spread estimate
+    interval: tuple[float, float] | None  # 95%, Welch's t over the unit means with the test set's part in its SE;
+    #   None without a spread estimate
     df: float | None  # its degrees of freedom
     p_a_better: float  # P(a unit of A > a unit of B), ties half
     units: tuple[int, int]  # units in A and in B
@@ -134,7 +136,7 @@ class Comparison:
     #   of the contrast: what units_needed is recomputed from at the family's level (() in results written before)
     test_set_se: float | None = None  # the test set's part of delta's SE, inside se, the interval and p: how far
     #   delta moves when the test images are drawn again, the part every run of a side shares (test_sampling)
-    test_images: int | None = None  # the test images those draws resample (its df: images - 1)
+    test_images: int | None = None  # the test images those draws resample
 
     @property
     def decided_by(self) -> tuple[float, float] | None:
@@ -161,11 +163,9 @@ class Comparison:
         deciding level, simulated -- the resolution a "no call" had."""
         return None if self.power is None else self.power.mde
 
-    def _fixed(self) -> tuple[float, float] | None:
-        """The test set's part as power.py takes it: (variance, df), or None."""
-        if self.test_set_se is None or not self.test_images or self.test_images < 2:
-            return None
-        return self.test_set_se ** 2, float(self.test_images - 1)
+    def _fixed(self) -> float | None:
+        """The test set's part as power.py takes it: its variance, or None."""
+        return None if self.test_set_se is None else self.test_set_se ** 2
 
     @property
     def call(self) -> str | None:
@@ -370,12 +370,12 @@ def _finish(metric: str, a: str, b: str, unit_a: str, unit_b: str, terms: list[t
 
 
 def _interval(c: Comparison) -> Comparison:
-    """c with its SE, df, 95% interval, p and units needed set from its groups' terms and its test-set part."""
-    terms = list(c.terms)
-    fixed = c._fixed()
-    if fixed is not None:  # a term of known variance on the images' df: w^2 var / n = the SE^2, var^2/(n-1) as df
-        terms.append((1.0, fixed[0] * (fixed[1] + 1.0), int(fixed[1]) + 1))
-    se, df = _welch(terms)
+    """c with its SE, df, 95% interval, p and units needed set from its groups' terms and its test-set part: the
+    SE holds both, the df is the units' alone (Welch-Satterthwaite's df of a sum with a part taken as known on ~1000
+    df would rise with it, and an interval over 3 units narrow as a source of noise is added: its coverage falls
+    below nominal; the units' df keeps adding it a widening, never a narrowing)."""
+    units_se, df = _welch(list(c.terms))
+    se = math.sqrt(units_se ** 2 + (c._fixed() or 0.0))
     half = t_quantile(0.5 + LEVEL / 2, df) * se
     needed = _units_needed(c, 1.0 - LEVEL) if abs(c.delta) <= half else None
     return replace(c, interval=(c.delta - half, c.delta + half), df=df, se=se,

@@ -96,7 +96,8 @@ def _ground_truth(json_file: str, _mtime: int, _size: int):
 def shared_test_set_se(terms: Sequence[tuple[float, Replicates]]) -> float | None:
     """The SE over the draws of the part of the contrast sum(weight * mean of unit means) that every unit of a side
     shares (the module docstring), each term a group's (weight, unit -> its runs' replicate vectors); None when a
-    group has none, the draws differ in number, or fewer than two draws are finite for every unit."""
+    group has none, the draws differ in number, or fewer than half the draws are finite for every unit (a part
+    estimated from a few draws would pass for one from all of them)."""
     groups = []
     for weight, units in terms:
         means = [np.mean(np.stack(list(runs)), axis=0) for runs in units.values() if len(runs)]
@@ -107,7 +108,7 @@ def shared_test_set_se(terms: Sequence[tuple[float, Replicates]]) -> float | Non
         return None
     stacked = np.stack([m for _, means in groups for m in means])  # units x draws
     finite = np.all(np.isfinite(stacked), axis=0)
-    if finite.sum() < 2:
+    if finite.sum() < max(2, stacked.shape[1] // 2):
         return None
     cov = np.cov(stacked[:, finite])
     bounds = np.cumsum([0] + [len(means) for _, means in groups])

@@ -41,10 +41,10 @@ def test_the_mde_shrinks_with_units_grows_with_the_level_and_is_the_same_whereve
 
 def test_a_test_set_part_sets_a_floor_more_units_do_not_pass():
     terms = [(1.0, 1.0, 5), (-1.0, 1.0, 5)]
-    assert simulated_mde(terms, 0.05, fixed=(1.0, 999.0)).mde > simulated_mde(terms, 0.05).mde
+    assert simulated_mde(terms, 0.05, fixed=1.0).mde > simulated_mde(terms, 0.05).mde
     floor = (1.96 + 0.84) * 1.0  # the test set's SE alone, known
-    assert simulated_mde(terms, 0.05, units=1000, fixed=(1.0, 999.0)).mde == pytest.approx(floor, rel=0.05)
-    assert units_for(terms, 0.9 * floor, 0.05, fixed=(1.0, 999.0)) is None
+    assert simulated_mde(terms, 0.05, units=1000, fixed=1.0).mde == pytest.approx(floor, rel=0.05)
+    assert units_for(terms, 0.9 * floor, 0.05, fixed=1.0) is None
     k = units_for(terms, 2.0, 0.05)
     assert simulated_mde(terms, 0.05, units=k).mde <= 2.0 < simulated_mde(terms, 0.05, units=k - 1).mde
 

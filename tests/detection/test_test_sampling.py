@@ -54,7 +54,8 @@ def test_a_comparison_of_two_groups_on_one_test_set_holds_the_shared_part_of_del
     assert c.test_images == IMAGES and c.test_set_se == pytest.approx(math.sqrt(max(shared, 0.0)), rel=1e-9)
     units_only = compare("AP", "a", a.values("AP"), a.unit, "b", b.values("AP"), b.unit)
     assert c.se ** 2 == pytest.approx(units_only.se ** 2 + c.test_set_se ** 2)  # inside the interval
-    assert c.df > units_only.df  # the test set's part is known on its images' df: Welch's df grows with it
+    assert c.df == units_only.df  # the units' df: adding the part widens the interval, never narrows it
+    assert c.interval[1] - c.interval[0] > units_only.interval[1] - units_only.interval[0]
     assert f"the test set's part inside it, SE {c.test_set_se:.2f} ({IMAGES} images redrawn)" in c.describe()
     head, (row,) = comparisons_table([c])
     assert dict(zip(head, row))["test-set SE"] == f"{c.test_set_se:.2f}"  # the report's table shows it
