@@ -144,7 +144,8 @@ def test_results_md_holds_the_current_results_in_at_most_20k_characters_and_link
 
 # A word that says one arm is better than another: written only by the statistic, in a generated block (#79).
 COMPARISON_WORD = re.compile(r"\b(ahead|behind|leads?|lowered|raised|no worse|no better|equal(?:ly|s)?|"
-                             r"outperform\w*|beats?|(?:higher|lower) (?:\w+ ){0,3}than)\b", re.I)
+                             r"outperform\w*|beats?|exceed\w*|improve[sd]?|"
+                             r"(?:higher|lower|better|worse|more|less|fewer) (?:\w+ ){0,3}than)\b", re.I)
 
 
 def comparison_words_outside_calls(text: str) -> list[str]:

@@ -187,9 +187,7 @@ def write_report(run_dirs: list[str | os.PathLike], out_dir: str | os.PathLike, 
         **_runs_json(groups, pretrain, runs), "plots": [f for f, _ in pre_plots + panel + plots],
         "files": _own_files(paths, pre_plots + panel + plots, [*figures, *details])}, default=str))
     atomic_write_text(paths["csv"], _csv_text(csv_rows, families))
-    for f, _ in pre_plots + panel + plots:
-        paths[f] = out / f
-    return paths
+    return paths | {f: out / f for f, _ in pre_plots + panel + plots}
 
 
 def _own_files(paths: dict, plots: list, sections: list[ReportSection]) -> list[str]:
