@@ -16,6 +16,7 @@ import gc
 import itertools
 import logging
 import math
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from numbers import Real
 
@@ -67,13 +68,19 @@ def check_class_names(names: Sequence, source: str) -> list[str]:
     false positive (`--voc-classes cat,cat,dog` scored perfect detections AP50 66.7)."""
     names = list(names)
     seen: dict[str, int] = {}
+    normal: dict[str, int] = {}  # NFC form -> position: "café" composed and decomposed print alike
     for i, name in enumerate(names):
         if not isinstance(name, str) or not name.strip():
             raise DatasetFormatError(f"{source}: class {i} is {name!r}; a class name is a non-empty string")
         if name in seen:
             raise DatasetFormatError(f"{source}: class {name!r} is listed twice (positions {seen[name]} and {i}); "
                                      "each class once")
+        if (j := normal.get(unicodedata.normalize("NFC", name))) is not None:
+            raise DatasetFormatError(f"{source}: classes {j} and {i} differ only in their Unicode form "
+                                     f"({ascii(names[j])} vs {ascii(name)}): they print alike and would be two "
+                                     "classes; write them one way")
         seen[name] = i
+        normal[unicodedata.normalize("NFC", name)] = i
     if not names:
         raise DatasetFormatError(f"{source}: no classes")
     return names

@@ -257,6 +257,9 @@ def _check_voc(detect: DetectData) -> DetectData:
             raise DataError(f"--detect-voc ({side} split {split!r}): {err}") from None
         if not found[-1]:
             raise DataError(f"--detect-voc {dirname} [{split}]: its annotations name no object")
+    if commas := [c for c in found[0] if "," in c]:  # the legs take the classes comma-separated (--voc-classes)
+        raise DataError(f"--detect-voc {detect.train[0]} [{detect.train[1]}]: class name {commas[0]!r} has a comma; "
+                        "the legs are given the classes comma-separated: rename it in the annotations")
     unknown, unseen = sorted(set(found[1]) - set(found[0])), sorted(set(found[0]) - set(found[1]))
     if unknown:
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split "
@@ -264,10 +267,29 @@ def _check_voc(detect: DetectData) -> DetectData:
     if unseen:  # nothing to score: left out of the mean, the job would rank on fewer classes than it trains
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} has no object of {unseen[:5]}, which the "
                         f"train split {detect.train[1]!r} names: nothing to score them on")
+    for dirname, split in (detect.train, detect.test):  # as a leg's loader reads it: names, boxes, images
+        _check_voc_split(dirname, split, found[0])
     return DetectData(VOC, detect.train, detect.test, tuple(found[0]))
 
 
 # ---- the data's identity: a rerun on changed files is refused ----------------------------------------------------
+
+def _check_voc_split(dirname: str, split: str, classes: list[str]) -> None:
+    """The split through a leg's own loader (datasets.voc.load_voc_instances), before anything is made; a missing
+    JPEGImages/<id>.jpg beside a file of another extension is said to be that (VOC's layout names .jpg)."""
+    from ..datasets.validation import DatasetFormatError
+    from ..datasets.voc import VOCFormatError, load_voc_instances
+
+    try:
+        load_voc_instances(dirname, split, classes)
+    except FileNotFoundError as err:
+        images = Path(dirname) / "JPEGImages"
+        other = sorted(p.name for p in images.glob("*") if p.suffix.lower() != ".jpg")[:3] if images.is_dir() else []
+        raise DataError(f"--detect-voc {dirname} [{split}]: {err}" + (
+            f" (JPEGImages/ holds {other}: VOC's layout reads <id>.jpg; convert them)" if other else "")) from None
+    except (OSError, VOCFormatError, DatasetFormatError) as err:
+        raise DataError(f"--detect-voc {dirname} [{split}]: {err}") from None
+
 
 def file_sha256(path: Path) -> str:
     """A file's content identity ("sha256:<hex>"): the data's here, a stage's inputs in graph.input_identity."""

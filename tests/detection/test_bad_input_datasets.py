@@ -223,3 +223,14 @@ def test_the_chance_level_is_scored_against_the_ground_truth_training_and_evalua
     monkeypatch.setattr(detection.evaluation.coco, "evaluate_coco", spy)
     assert 0.0 <= chance_ap("chance_dropped_box", boxes_per_image=5)["AP50"] <= 100.0
     assert scored == [1]  # the dropped box is not ground truth here either
+
+
+def test_class_names_that_differ_only_in_their_unicode_form_are_refused_visibly():
+    """bad7: 'café' composed and decomposed are two classes that print alike; the refusal shows them apart."""
+    from detection.datasets.validation import check_class_names
+
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    with pytest.raises(DatasetFormatError, match=r"classes 0 and 1 differ only in their Unicode form \('caf\\xe9' "
+                                                  r"vs 'cafe\\u0301'\)"):
+        check_class_names([composed, decomposed], "voc")
+    assert check_class_names([composed, "tea"], "voc") == [composed, "tea"]

@@ -234,6 +234,12 @@ def _bad_cases(tmp_path, exported):
     (voc / "ImageSets" / "Main" / "fewer.txt").write_text("odd_bag\n")
     (voc / "Annotations" / "odd_bag.xml").write_text((voc / "Annotations" / "odd.xml").read_text().replace("zebra",
                                                                                                         "bag"))
+    (voc / "ImageSets" / "Main" / "comma.txt").write_text("odd_comma\n")  # a class the legs' --voc-classes splits
+    (voc / "Annotations" / "odd_comma.xml").write_text((voc / "Annotations" / "odd.xml").read_text().replace(
+        "zebra", "t-shirt, top"))
+    (voc / "ImageSets" / "Main" / "png.txt").write_text("png_image\n")  # VOC's layout reads JPEGImages/<id>.jpg
+    (voc / "Annotations" / "png_image.xml").write_text((voc / "Annotations" / "odd_bag.xml").read_text())
+    (voc / "JPEGImages" / "png_image.png").write_bytes(b"")
     (tmp_path / "empty" / "train").mkdir(parents=True)
     given = tmp_path / "given.pth"
     given.write_bytes(b"")
@@ -247,6 +253,9 @@ def _bad_cases(tmp_path, exported):
          r"'tshirt_top'\)"),
         (["--detect-voc", str(voc), "train", "missing"], r"test split 'missing'.*no_such_image.xml"),
         (["--detect-voc", str(voc), "train", "other"], r"test split 'other' names classes .*\['zebra'\]"),
+        (["--detect-voc", str(voc), "comma", "comma"], r"\[comma\]: class name 't-shirt, top' has a comma"),
+        (["--detect-voc", str(voc), "png", "png"],
+         r"\[png\]: .*1 of 1 images not found.*png_image.jpg.*JPEGImages/ holds \['png_image.png'\]: VOC's layout"),
         (["--detect-voc", str(voc), "train", "fewer"],
          r"test split 'fewer' has no object of \['sneaker', 'trouser', 'tshirt_top'\].*nothing to score them on"),
         (["--detect-coco", *_coco(tmp_path, exported, categories=string_id, name="string_id.json")],
