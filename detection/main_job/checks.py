@@ -64,7 +64,9 @@ def validate_plan(plan: MainJobPlan) -> None:
             raise PlanError(f"--{name.replace('_', '-')} must be >= 0")
         if any(s >= SEED_LIMIT for s in seeds):  # numpy's seeds are 32-bit: a stage would fail after the others ran
             raise PlanError(f"--{name.replace('_', '-')} must be < 2**32, got {max(seeds)}")
-    for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images"):
+    for name in ("width", "pretrain_epochs", "detect_iterations", "pretrain_val_images", "detect_epochs"):
+        if getattr(plan, name) is None and name == "detect_iterations" and plan.scale == "data":
+            continue  # epochs of the train set instead
         if not 0 < getattr(plan, name) < math.inf:
             raise PlanError(f"--{name.replace('_', '-')} must be positive and finite, got {getattr(plan, name)}")
     if plan.test_scenes not in EMBEDDED_TEST_SETS:
@@ -113,7 +115,7 @@ def untrained_taps(plan: MainJobPlan, model: str, norm: str = "BN") -> tuple[tup
 def _validate_geometry(plan: MainJobPlan) -> None:
     """Every kernel tap of a backbone the job pretrains on small images must see the image: a tap that multiplies
     only padding at the pretraining size never trains, yet the detection head runs it on larger maps."""
-    if plan.scale != "embedded" or plan.allow_untrained_taps:
+    if plan.scale == "paper" or plan.allow_untrained_taps:  # paper: 224-px ImageNet crops
         return
     for model in plan.pretrained_here():
         for norm in plan.pretrain_norms() or ["BN"]:
@@ -141,6 +143,11 @@ def _validate_data(plan: MainJobPlan) -> None:
         raise PlanError(f"--scale {plan.scale!r}: one of {', '.join(SCALES)}")
     if plan.scale == "paper" and plan.detect_data.embedded:
         raise PlanError("--scale paper: the paper configs train on COCO or VOC; give --detect-coco or --detect-voc")
+    if plan.scale == "data" and plan.detect_data.embedded:
+        raise PlanError("--scale data sizes the legs from your own detection data; give --detect-coco or "
+                        "--detect-voc (the embedded scenes run at --scale embedded)")
+    if plan.detect_size is not None and not 32 <= plan.detect_size <= 4000:  # the backbones' stride; a sane cap
+        raise PlanError(f"--detect-size {plan.detect_size}: a shorter side in pixels, 32 to 4000")
     if plan.scale == "paper" and plan.pretrain_data.embedded and plan.pretrained_here():
         raise PlanError(f"--scale paper: {', '.join(plan.pretrained_here())} would pretrain on the 32-px embedded "
                         "composites; give --pretrain-data DIR (ImageNet layout) or --weights MODEL=FILE")
@@ -157,7 +164,8 @@ def _validate_data(plan: MainJobPlan) -> None:
     if plan.processes() > 1 and plan.pretrained_here() and plan.pretrain_batch % plan.processes():
         raise PlanError(f"--gpus-per-stage {plan.gpus} --nodes-per-stage {plan.nodes}: the pretraining batch "
                         f"{plan.pretrain_batch} does not split into equal batches over {plan.processes()} processes")
-    if plan.processes() > 1 and plan.scale != "paper":  # paper scale: Detectron2 scales the batch to 2 a GPU
+    if plan.processes() > 1 and plan.scale == "embedded":  # else 2 images a process (data: data_scale.py;
+        #                                                          paper: Detectron2's linear scaling rule)
         for model in plan.backbones:
             for arm in plan.arms:
                 configs = leg_config_files(model, arm=arm, scale=plan.scale, data_format=plan.detect_data.format)

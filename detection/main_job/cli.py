@@ -29,23 +29,23 @@ from ..evaluation.chance import chance_ap
 from ..project import project_files
 from ..report import ReportSection
 from ..report.writer import report_files
-from .arms import ARMS
 from .checks import check_arms, check_pretrained_weights_fit
 from .control import control_lines
 from .data import (
-    COCO,
     VOC,
     DataError,
     check_data,
     check_data_identity,
     data_identity,
+    data_paths,
     record_data_identity,
     test_set_identity,
 )
+from .data_scale import input_overrides
+from .dry_run import print_dry_run, print_paper_dry_run
 from .family import family_sections
 from .given_top1 import given_weights_top1
 from .graph import (
-    INFERENCE_PER_STEP,
     STOP_REQUESTED,
     Estimator,
     StageConflict,
@@ -57,12 +57,10 @@ from .graph import (
 )
 from .headline import headline_lines
 from .leg import build_detection_leg, build_pretrain_step, seconds_per_step
-from .leg_configs import paper_config
+from .leg_configs import leg_config_files
 from .notes import generated_notes
 from .options import build_parser, plan_from_args
-from .paper_cost import IMAGENET_BATCH, IMAGENET_ITERATIONS, paper_cost
 from .plan import MainJobPlan, PlanError, Stage, plan_stages
-from .resolution import expected_resolution, resolution_lines
 from .results import (
     COMPARED_METRICS,
     data_text,
@@ -70,6 +68,7 @@ from .results import (
     degradation_table,
     job_results,
     layer_mean,
+    scale_text,
     summary_lines,
 )
 
@@ -93,40 +92,18 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
         elif kind == "degradation":  # full-width CIFAR nets, batch 128 (plan.degradation_args)
             leg = build_pretrain_step(model, options=plan.degradation_options(), image_size=RECIPE.image_size,
                                       batch=RECIPE.batch)
+        elif plan.scale == "data":  # one process's step of the leg's configs at its size, on the embedded scenes
+            configs = leg_config_files(model, arm=variant, scale="data", data_format=plan.detect_data.format)
+            leg = build_detection_leg(model, arm=variant, width=plan.width, configs=configs, overrides=[
+                *input_overrides(plan.data_scale(model, variant)), "SOLVER.IMS_PER_BATCH", "2",
+                "DATALOADER.NUM_WORKERS", "0", "DATASETS.TRAIN", '("embedded_train",)',
+                "MODEL.ROI_HEADS.NUM_CLASSES", "4", "MODEL.WEIGHTS", ""])
         else:
             leg = build_detection_leg(model, arm=variant, width=plan.width,
                                       overrides=["DATALOADER.NUM_WORKERS", "0"])
         rates[(kind, model, variant)] = seconds_per_step(leg.step)
     return rates
 
-
-
-def _print_backbone_costs(plan: MainJobPlan, stages: list[Stage], estimator: Estimator, tflops: float) -> None:
-    """Per backbone: its stages, parameters and GMACs at the job's width (224 px, paper Table 1 counting, 10
-    classes), and the CPU minutes its stages take here one after another; then the paper-scale GPU-hours."""
-    from backbones import complexity, create_model
-
-    print(f"[main job] per backbone at width {plan.width:g} (CPU minutes: its stages one after another here):")
-    for b in plan.backbones:
-        own = [s for s in stages if s.model == b]
-        c = complexity(create_model(b, num_classes=10, **plan.pretrain_options(b)))
-        source = f"weights {plan.weights_of(b).name}" if plan.weights_of(b) else "pretrained here"
-        print(f"  {b:<10} {len(own)} stages ({source}), {c.params / 1e6:.2f}M params, {c.macs / 1e9:.2f} GMACs, "
-              f"{sum(estimator.stage_seconds(s) for s in own) / 60:.0f} CPU min")
-    _print_paper_cost(plan, tflops)
-
-
-def _print_paper_cost(plan: MainJobPlan, tflops: float) -> None:
-    """The same comparison at the paper's scale (full width, ImageNet, COCO), per seed: main_job.paper_cost."""
-    print(f"[main job] at the paper's scale, per seed (full-width nets, ImageNet pretraining {IMAGENET_ITERATIONS:,} "
-          f"iterations of {IMAGENET_BATCH} at 224 px, COCO Faster R-CNN with each backbone's configs/COCO-Detection "
-          f"schedule at 600x1000): an ESTIMATE from mult-adds, not a measurement -- forward + backward = 3 forwards, "
-          f"{tflops:g} TFLOP/s sustained per GPU assumed (--gpu-tflops), RPN / data loading / evaluation left out:")
-    for b in plan.backbones:
-        c = paper_cost(b, str(paper_config(b)), tflops)
-        print(f"  {b:<10} pretraining {c.pretrain_images / 1e6:.1f}M images x {c.pretrain_gmacs:.1f} GMACs = "
-              f"{c.pretrain_gpu_hours:.0f} GPU-hours; detection {c.detect_images / 1e6:.2f}M images x "
-              f"{c.detect_gmacs:.0f} GMACs = {c.detect_gpu_hours:.0f} GPU-hours")
 
 
 def _fresh(out: Path, stages: list[Stage], log) -> None:
@@ -226,11 +203,11 @@ def _main(argv: list[str] | None = None) -> int:
             return 1
         return _report(plan, stages, out, t_start, args, threads, given_top1, timed=False)
     if plan.scale == "paper" and args.dry_run:
-        _print_paper_dry_run(plan, stages, out, args.gpu_tflops)
+        print_paper_dry_run(plan, stages, out, args.gpu_tflops)
         return 0
     estimator, data_line = _estimate(plan, stages, args, threads)
     if args.dry_run:
-        _print_dry_run(plan, stages, out, estimator, args, threads)
+        print_dry_run(plan, stages, out, estimator, args, threads)
         return 0
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -259,7 +236,8 @@ def _checked_plan(args) -> MainJobPlan:
     there, its compared arms fair and every checkpoint loadable into its legs: each a one-line stop before
     anything is created."""
     plan = plan_from_args(args)
-    present = not args.dry_run or all(Path(p).exists() for p in _data_paths(plan))
+    paths = data_paths(plan.pretrain_data, plan.detect_data, bool(plan.pretrained_here()))
+    present = not args.dry_run or all(Path(p).exists() for p in paths)
     plan = replace(plan, detect_data=check_data(plan.pretrain_data, plan.detect_data, present=present))
     if plan.nodes > 1 and not (args.slurm or args.dry_run or args.report_only):
         raise PlanError(f"--nodes-per-stage {plan.nodes}: a stage spans machines only as a Slurm job (--slurm)")
@@ -274,13 +252,6 @@ def _checked_plan(args) -> MainJobPlan:
         print(f"[main job] --allow-unfair-arms: {text}", flush=True)
     check_pretrained_weights_fit(plan)  # a checkpoint its detection legs cannot load stops here, not 25 min in
     return plan
-
-
-def _data_paths(plan: MainJobPlan) -> list[str]:
-    """Every file and folder the job's data is read from (none for the embedded default)."""
-    d = plan.detect_data
-    paths = [*d.train[:1], *d.test[:1]] + ([d.train[1], d.test[1]] if d.format == COCO else [])
-    return paths + ([plan.pretrain_data.folder] if plan.pretrain_data.folder and plan.pretrained_here() else [])
 
 
 def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tuple[Estimator, str | None]:
@@ -302,44 +273,6 @@ def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tup
     test_images = (plan.test_scenes if not plan.selection else EmbeddedSpec().num_holdout) \
         if plan.detect_data.embedded else 0  # the user's test set: in the 15 s
     return Estimator(measure_step_seconds(plan, threads, keys), args.jobs, test_images), line
-
-
-def _print_paper_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, tflops: float) -> None:
-    """A paper-scale job's stages, what it would read (present or not), and the GPU-hours of each stage from
-    mult-adds (paper_cost): nothing is timed on this CPU, nothing is read or run."""
-    print(f"[main job] paper scale, {max(1, plan.gpus)} GPU(s) a stage (--gpus-per-stage), {len(stages)} stages; "
-          "the data it would read:")
-    for p in _data_paths(plan):
-        print(f"  {'present' if Path(p).exists() else 'ABSENT '}  {p}")
-    costs = {m: paper_cost(m, str(paper_config(m, plan.detect_data.format)), tflops) for m in plan.backbones}
-    total = 0.0
-    for s in stages:
-        c = costs[s.model]
-        hours = (c.pretrain_gpu_hours * s.iterations / IMAGENET_ITERATIONS if s.kind == "pretrain" else
-                 c.detect_gpu_hours * ARMS[s.variant].schedule)
-        total += hours
-        deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
-        print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>7} it  {hours:>7.0f} GPU-h{deps}")
-    print(f"[main job] about {total:,.0f} GPU-hours in all at {tflops:g} sustained TFLOP/s a GPU (an ESTIMATE from "
-          "mult-adds: forward + backward = 3 forwards; RPN, data loading and evaluation left out). Nothing was run.")
-
-
-def _print_dry_run(plan: MainJobPlan, stages: list[Stage], out: Path, estimator: Estimator, args,
-                   threads: int) -> None:
-    """The stages with their measured step times, the total, and each backbone's costs; nothing runs."""
-    for s in stages:
-        deps = f"  after {', '.join(str(d.relative_to(out)) for d in s.deps)}" if s.deps else ""
-        print(f"  {s.kind:<8} {str(s.out.relative_to(out)):<44} {s.iterations:>6} it x "
-              f"{estimator.rate(s) * 1000:.0f} ms{deps}")
-    print(f"[main job] estimated {estimator.remaining_minutes(stages, []):.0f} min for all stages (step times "
-          f"measured just now on this machine with {threads} thread(s); start-up assumed 15 s a stage, a leg's "
-          f"evaluation {INFERENCE_PER_STEP:g} of a step a test image; "
-          f"{args.jobs} at a time), plus ~1 min for the dataset, chance level and report. Nothing was run.")
-    _print_backbone_costs(plan, stages, estimator, args.gpu_tflops)
-    resolution = expected_resolution(plan, stages, args.preset, COMPARED_METRICS[0], args.target_mde,
-                                     project_files().root)
-    for line in resolution_lines(resolution, args.preset):
-        print(line)
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path,
@@ -467,7 +400,8 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on {where}",
                          notes=notes, chance={dataset: chance} if chance else None,
-                         headline=headline_lines(results),  # the control first, then every call of the family
+                         headline=([f"{scale_text(plan)[0].upper()}{scale_text(plan)[1:]}."] if plan.scale == "data"
+                                   else []) + headline_lines(results),  # the control, then every call of the family
                          figures=scatter + _degradation_section(results, plan, stages, out / "report", responses),
                          details=leaderboard + _control_details(results),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one

@@ -18,7 +18,8 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
@@ -28,7 +29,7 @@ from ..datasets.embedded import SMALL_VAL_SCENES, EmbeddedSpec
 
 __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
            "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets", "test_set_identity",
-           "check_data", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
+           "check_data", "data_paths", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
            "folder_train_images"]
 
 EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
@@ -81,32 +82,46 @@ class PretrainData:
 
 @dataclass(frozen=True)
 class DetectData:
-    """What detection legs train on (train) and are scored on (test): (json, image root) for COCO, (directory,
-    split) for VOC, () for the embedded scenes. `classes` is filled by check_data from the files."""
+    """What detection legs train on (train, and extra_train: more sets concatenated, as Detectron2's DATASETS.TRAIN
+    tuple -- VOC 07+12) and are scored on (test): (json, image root) for COCO, (directory, split) for VOC, () for
+    the embedded scenes. check_data fills `classes`, `names` and what the data scale sizes the legs by
+    (train_images; median_image: the train images' median shorter and longer side) from the files."""
 
     format: str = EMBEDDED
     train: tuple[str, ...] = ()
     test: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
     names: tuple[str, str] = (TRAIN_NAME, TEST_NAME)  # what the legs register train and test under (check_data)
+    extra_train: tuple[tuple[str, str], ...] = ()
+    train_images: int = 0
+    median_image: tuple[int, int] | None = None
 
     @property
     def embedded(self) -> bool:
         return self.format == EMBEDDED
 
+    def train_sets(self) -> list[tuple[str, ...]]:
+        """Every train set, the first one first."""
+        return [self.train, *self.extra_train]
+
+    def train_names(self) -> list[str]:
+        """The names the train sets register under: the first's as check_data chose it, then TRAIN_NAME_2, ..."""
+        return [self.names[0], *(f"{TRAIN_NAME}_{i}" for i in range(2, len(self.extra_train) + 2))]
+
     def annotation_files(self) -> list[Path]:
-        """The files whose content defines the data: the two jsons (COCO), the two split files (VOC)."""
+        """The files whose content defines the data: the jsons (COCO), the split files (VOC), train sets first."""
+        sides = [*self.train_sets(), self.test]
         if self.format == COCO:
-            return [Path(self.train[0]), Path(self.test[0])]
+            return [Path(side[0]) for side in sides]
         if self.format == VOC:
-            return [Path(d) / "ImageSets" / "Main" / f"{s}.txt" for d, s in (self.train, self.test)]
+            return [Path(d) / "ImageSets" / "Main" / f"{s}.txt" for d, s in sides]
         return []
 
     def describe(self) -> str:
         if self.embedded:
             return "the embedded scenes"
         what = {COCO: "COCO json", VOC: "VOC split"}[self.format]
-        return (f"{what} {self._side(self.train)} -> {self._side(self.test)} "
+        return (f"{what} {' + '.join(map(self._side, self.train_sets()))} -> {self._side(self.test)} "
                 f"({len(self.classes)} classes)")
 
     def _side(self, side: tuple[str, ...]) -> str:
@@ -114,13 +129,12 @@ class DetectData:
 
     def register_flags(self) -> list[str]:
         """tools/train_det.py's flags that register the data under its names ([] for embedded)."""
-        train, test = self.names
-        if self.format == COCO:
-            return ["--dataset-coco", train, *self.train, "--dataset-coco", test, *self.test]
-        if self.format == VOC:
-            return ["--dataset-voc", train, *self.train, "--dataset-voc", test, *self.test,
-                    "--voc-classes", ",".join(self.classes)]
-        return []
+        if self.embedded:
+            return []
+        flag = "--dataset-coco" if self.format == COCO else "--dataset-voc"
+        flags = [a for name, side in zip(self.train_names(), self.train_sets()) for a in (flag, name, *side)]
+        flags += [flag, self.names[1], *self.test]
+        return flags + (["--voc-classes", ",".join(self.classes)] if self.format == VOC else [])
 
     def overrides(self, selection: bool, test_scenes: int = EMBEDDED_VAL_SCENES) -> list[str]:
         """The config overrides that point a leg at the data and size its classifier from the data's classes
@@ -128,7 +142,8 @@ class DetectData:
         if self.embedded:
             train, test = embedded_sets(selection, test_scenes)
             return ["DATASETS.TRAIN", f'("{train}",)', "DATASETS.TEST", f'("{test}",)']
-        return ["DATASETS.TRAIN", f'("{self.names[0]}",)', "DATASETS.TEST", f'("{self.names[1]}",)',
+        train = "".join(f'"{name}",' for name in self.train_names())
+        return ["DATASETS.TRAIN", f"({train})", "DATASETS.TEST", f'("{self.names[1]}",)',
                 *(["MODEL.ROI_HEADS.NUM_CLASSES", str(len(self.classes))] if self.classes else [])]  # a dry run
         #                                                          without the files does not know them
 
@@ -140,6 +155,14 @@ class DetectData:
             register_coco(self.names[1], *self.test)
         elif self.format == VOC:
             register_voc(self.names[1], *self.test, class_names=list(self.classes))
+
+
+def data_paths(pretrain: PretrainData, detect: DetectData, pretraining: bool) -> list[str]:
+    """Every file and folder a job's data is read from (none for the embedded default); the pretraining folder
+    only when something pretrains on it."""
+    sides = [*detect.train_sets(), detect.test] if detect.train else []
+    paths = [p for side in sides for p in (side if detect.format == COCO else side[:1])]
+    return paths + ([pretrain.folder] if pretrain.folder and pretraining else [])
 
 
 def check_data(pretrain: PretrainData, detect: DetectData, *, present: bool = True) -> DetectData:
@@ -184,46 +207,69 @@ def folder_train_images(folder: str) -> int:
 
 
 def _check_coco(detect: DetectData) -> DetectData:
-    """Both sides read as a leg's loader reads them (datasets.coco.load_coco_checked: ids, boxes, listed and present
+    """Every side read as a leg's loader reads it (datasets.coco.load_coco_checked: ids, boxes, listed and present
     images), before anything is created; then what the job needs of them: objects to train on and to score."""
-    from ..datasets.coco import DatasetFormatError, load_coco_checked, read_coco_json
-
-    categories, standard, files = [], [], []
-    for (json_file, image_root), side in ((detect.train, "train"), (detect.test, "test")):
-        if not Path(image_root).is_dir():
-            raise DataError(f"--detect-coco: {side} image root {image_root}: no such directory")
-        try:
-            data = read_coco_json(json_file)
-            categories.append(_categories(data, json_file))
-            if not data.get("images"):
-                raise DataError(f"--detect-coco: {json_file}: no images (an empty {side} set)")
-            found = (Path(json_file).name, len(data["images"]))
-            has_annotations = "annotations" in data
-            dicts = load_coco_checked(json_file, image_root, data=data)  # one parse of a large file, not two
-        except DataError:
-            raise
-        except (OSError, DatasetFormatError, ValueError) as err:
-            raise DataError(f"--detect-coco: {err}") from None
-        if not has_annotations:  # a test-dev style file: images without ground truth
-            raise DataError(f"--detect-coco: {json_file}: no 'annotations' list, so nothing to "
-                            f"{'train on' if side == 'train' else 'score'} (a file of images without ground truth)")
-        objects = sum(not a["iscrowd"] for d in dicts for a in d["annotations"])
-        if not objects:  # crowd regions are ignored by training and scoring alike
-            raise DataError(f"--detect-coco: {json_file}: no object that is not a crowd region, so nothing to "
-                            f"{'train on' if side == 'train' else 'score'} ({len(dicts)} images)")
+    categories, standard, files, train_dicts = [], [], [], []
+    sides = [*((side, "train") for side in detect.train_sets()), (detect.test, "test")]
+    for (json_file, image_root), role in sides:
+        found, dicts, cats = _read_coco_side(json_file, image_root, role)
+        categories.append(cats)
         files.append({os.path.realpath(d["file_name"]) for d in dicts})
         standard.append(next((name for name, split in PAPER_COCO_SPLITS.items() if split == found), None))
-    if shared := len(files[0] & files[1]):  # scored on what it trained on: said, not refused (a user's choice)
-        logger.warning(f"--detect-coco: {shared} of the {len(files[1])} test images are also training images "
+        if role == "train":
+            train_dicts += dicts
+    test_files = files[-1]
+    if shared := len(set().union(*files[:-1]) & test_files):  # scored on what it trained on: said, not refused
+        logger.warning(f"--detect-coco: {shared} of the {len(test_files)} test images are also training images "
                        f"({detect.test[0]} and {detect.train[0]}): their AP is not a held-out score")
-    if categories[0] != categories[1]:
-        only_train = sorted(set(categories[0]) - set(categories[1]))[:3]
-        only_test = sorted(set(categories[1]) - set(categories[0]))[:3]
-        raise DataError(f"--detect-coco: the categories of {detect.train[0]} and {detect.test[0]} differ (only in "
-                        f"train: {only_train}, only in test: {only_test}): a class index would mean another class "
-                        "in evaluation")
-    names = tuple(standard) if None not in standard and standard[0] != standard[1] else (TRAIN_NAME, TEST_NAME)
-    return DetectData(COCO, detect.train, detect.test, tuple(str(name) for _, name in categories[0]), names)
+    for (json_file, _), _role in sides[1:]:
+        other = categories[[s[0][0] for s in sides].index(json_file)]
+        if other != categories[0]:
+            only_a = sorted(set(categories[0]) - set(other))[:3]
+            only_b = sorted(set(other) - set(categories[0]))[:3]
+            raise DataError(f"--detect-coco: the categories of {detect.train[0]} and {json_file} differ (only in "
+                            f"the first: {only_a}, only in the other: {only_b}): a class index would mean another "
+                            "class in evaluation")
+    paper = len(sides) == 2 and None not in standard and standard[0] != standard[1]
+    names = tuple(standard) if paper else (TRAIN_NAME, TEST_NAME)
+    return replace(detect, classes=tuple(str(name) for _, name in categories[0]), names=names,
+                   **_sizes(train_dicts))
+
+
+def _read_coco_side(json_file: str, image_root: str, role: str) -> tuple[tuple[str, int], list[dict], list]:
+    """((file name, images), the dataset dicts, the categories) of one side, checked as a leg reads it."""
+    from ..datasets.coco import DatasetFormatError, load_coco_checked, read_coco_json
+
+    if not Path(image_root).is_dir():
+        raise DataError(f"--detect-coco: {role} image root {image_root}: no such directory")
+    try:
+        data = read_coco_json(json_file)
+        cats = _categories(data, json_file)
+        if not data.get("images"):
+            raise DataError(f"--detect-coco: {json_file}: no images (an empty {role} set)")
+        found = (Path(json_file).name, len(data["images"]))
+        has_annotations = "annotations" in data
+        dicts = load_coco_checked(json_file, image_root, data=data)  # one parse of a large file, not two
+    except DataError:
+        raise
+    except (OSError, DatasetFormatError, ValueError) as err:
+        raise DataError(f"--detect-coco: {err}") from None
+    task = "train on" if role == "train" else "score"
+    if not has_annotations:  # a test-dev style file: images without ground truth
+        raise DataError(f"--detect-coco: {json_file}: no 'annotations' list, so nothing to {task} (a file of "
+                        "images without ground truth)")
+    if not sum(not a["iscrowd"] for d in dicts for a in d["annotations"]):  # crowds: ignored by training, scoring
+        raise DataError(f"--detect-coco: {json_file}: no object that is not a crowd region, so nothing to {task} "
+                        f"({len(dicts)} images)")
+    return found, dicts, cats
+
+
+def _sizes(train_dicts: list[dict]) -> dict:
+    """What the data scale sizes the legs by: the train images, and their median shorter and longer side."""
+    short = sorted(min(d["height"], d["width"]) for d in train_dicts)
+    long = sorted(max(d["height"], d["width"]) for d in train_dicts)
+    return {"train_images": len(train_dicts),
+            "median_image": (int(statistics.median_low(short)), int(statistics.median_low(long)))}
 
 
 def _categories(data: dict, json_file: str) -> list[tuple[int, str]]:
@@ -244,44 +290,47 @@ def _categories(data: dict, json_file: str) -> list[tuple[int, str]]:
 
 
 def _check_voc(detect: DetectData) -> DetectData:
+    """Every split's classes (the train splits' together are the job's), then each split through a leg's loader."""
     from ..datasets.validation import DatasetFormatError
     from ..datasets.voc import VOCFormatError, discover_voc_classes
 
     found = []
-    for (dirname, split), side in ((detect.train, "train"), (detect.test, "test")):
+    sides = [*((side, "train") for side in detect.train_sets()), (detect.test, "test")]
+    for (dirname, split), role in sides:
         if not Path(dirname).is_dir():
             raise DataError(f"--detect-voc {dirname}: no such directory")
         try:
             found.append(discover_voc_classes(dirname, split))  # reads every annotation the split names
         except (OSError, VOCFormatError, DatasetFormatError) as err:
-            raise DataError(f"--detect-voc ({side} split {split!r}): {err}") from None
+            raise DataError(f"--detect-voc ({role} split {split!r}): {err}") from None
         if not found[-1]:
             raise DataError(f"--detect-voc {dirname} [{split}]: its annotations name no object")
-    if commas := [c for c in found[0] if "," in c]:  # the legs take the classes comma-separated (--voc-classes)
+    classes, tested = sorted(set().union(*found[:-1])), found[-1]
+    train = " + ".join(f"{Path(d).name} [{s}]" for d, s in detect.train_sets())
+    if commas := [c for c in classes if "," in c]:  # the legs take the classes comma-separated (--voc-classes)
         raise DataError(f"--detect-voc {detect.train[0]} [{detect.train[1]}]: class name {commas[0]!r} has a comma; "
                         "the legs are given the classes comma-separated: rename it in the annotations")
-    unknown, unseen = sorted(set(found[1]) - set(found[0])), sorted(set(found[0]) - set(found[1]))
+    unknown, unseen = sorted(set(tested) - set(classes)), sorted(set(classes) - set(tested))
     if unknown:
-        raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split "
-                        f"{detect.train[1]!r} has no object of: {unknown[:5]} (a detector cannot learn them)")
+        raise DataError(f"--detect-voc: the test split {detect.test[1]!r} names classes the train split(s) "
+                        f"{train} have no object of: {unknown[:5]} (a detector cannot learn them)")
     if unseen:  # nothing to score: left out of the mean, the job would rank on fewer classes than it trains
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} has no object of {unseen[:5]}, which the "
-                        f"train split {detect.train[1]!r} names: nothing to score them on")
-    for dirname, split in (detect.train, detect.test):  # as a leg's loader reads it: names, boxes, images
-        _check_voc_split(dirname, split, found[0])
-    return DetectData(VOC, detect.train, detect.test, tuple(found[0]))
+                        f"train split(s) {train} name: nothing to score them on")
+    dicts = [_check_voc_split(dirname, split, classes) for (dirname, split), _ in sides]  # names, boxes, images
+    return replace(detect, classes=tuple(classes), **_sizes([d for split in dicts[:-1] for d in split]))
 
 
 # ---- the data's identity: a rerun on changed files is refused ----------------------------------------------------
 
-def _check_voc_split(dirname: str, split: str, classes: list[str]) -> None:
+def _check_voc_split(dirname: str, split: str, classes: list[str]) -> list[dict]:
     """The split through a leg's own loader (datasets.voc.load_voc_instances), before anything is made; a missing
     JPEGImages/<id>.jpg beside a file of another extension is said to be that (VOC's layout names .jpg)."""
     from ..datasets.validation import DatasetFormatError
     from ..datasets.voc import VOCFormatError, load_voc_instances
 
     try:
-        load_voc_instances(dirname, split, classes)
+        return load_voc_instances(dirname, split, classes)
     except FileNotFoundError as err:
         images = Path(dirname) / "JPEGImages"
         other = sorted(p.name for p in images.glob("*") if p.suffix.lower() != ".jpg")[:3] if images.is_dir() else []

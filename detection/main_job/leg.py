@@ -55,10 +55,10 @@ class DetectionLeg:
 
 
 def build_detection_leg(model: str, *, arm: str, width: float | None = None, overrides: list[str] = (),
-                        seed: int = 0) -> DetectionLeg:
-    """The main job's leg of `model` in `arm` (arms.ARMS; its config files from plan.leg_config_files), on the CPU;
-    a FrozenBN leg without its checkpoint gets calibrate_frozen_bn. `overrides`: more KEY VALUE pairs (e.g. the
-    loader's workers)."""
+                        seed: int = 0, configs: list[str] | None = None) -> DetectionLeg:
+    """The main job's leg of `model` in `arm` (arms.ARMS; its config files from plan.leg_config_files, or
+    `configs`), on the CPU; a FrozenBN leg without its checkpoint gets calibrate_frozen_bn. `overrides`: more KEY
+    VALUE pairs (e.g. the loader's workers)."""
     from detectron2.modeling import build_model
 
     from ..config import get_detection_cfg
@@ -66,7 +66,7 @@ def build_detection_leg(model: str, *, arm: str, width: float | None = None, ove
 
     opts = ["MODEL.DEVICE", "cpu", "MODEL.BACKBONES.NAME", model,
             *(["MODEL.BACKBONES.WIDTH", str(width)] if width is not None else []), *overrides]
-    cfg = get_detection_cfg(leg_config_files(model, arm=arm), opts)
+    cfg = get_detection_cfg(configs or leg_config_files(model, arm=arm), opts)
     torch.manual_seed(seed)
     net = build_model(cfg)
     if cfg.MODEL.BACKBONES.NORM == "FrozenBN" and not cfg.MODEL.WEIGHTS:

@@ -86,9 +86,12 @@ def _own_data_note(plan: MainJobPlan, arms: str) -> str:
     pretraining = (f"{', '.join(here)} pretrained on {plan.pretrain_data.describe()} ({plan.pretrain_iterations()} "
                    f"iterations of {plan.pretrain_batch}, {len(plan.pretrain_seeds)} seed(s)), then "
                    if here else "")
-    scale = ("the paper configs' schedules, image sizes, batch and lr, linearly scaled to "
-             f"{max(1, plan.gpus)} GPU(s) a leg" if plan.scale == "paper" else
-             "smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px images, 2 images a batch)")
+    scale = {"paper": "the paper configs' schedules, image sizes, batch and lr, linearly scaled to "
+                      f"{max(1, plan.gpus)} GPU(s) a leg",
+             "data": "the data scale (the paper configs' detector at the input size and schedule the first "
+                     "lines name)",
+             "embedded": "smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px images, 2 images a batch)"}[
+        plan.scale]
     return (f"Backbones at width {plan.width:g}: {pretraining}transferred to Faster R-CNN on "
             f"{plan.detect_data.describe()} at {scale}, {len(plan.detect_seeds)} detection seed(s) per pretraining "
             f"run, in these arms: {arms}.")

@@ -14,6 +14,7 @@ from classification.analysis.degradation import RECIPE
 from .arms import ARMS
 from .checks import untrained_taps, validate_plan
 from .data import COCO, EMBEDDED_TEST_SETS, VOC, DetectData, PretrainData
+from .data_scale import DEFAULT_EPOCHS
 from .paper_cost import DEFAULT_TFLOPS
 from .plan import SCALES, MainJobPlan, PlanError
 from .presets import DEFAULT_PRESET, PAPER_SCALE, PRESETS
@@ -79,12 +80,27 @@ def _add_data_arguments(ap: argparse.ArgumentParser) -> None:
                       help="train on a VOC-layout directory's TRAIN_SPLIT (ImageSets/Main/TRAIN_SPLIT.txt) and score "
                            "on its TEST_SPLIT (VOC 07 11-point AP50 and area AP); the classes are the ones the "
                            "train split's annotations name")
+    g.add_argument("--detect-coco-train", nargs=2, action="append", default=[], metavar=("JSON", "IMAGES"),
+                   help="with --detect-coco: one more train set, concatenated (Detectron2's DATASETS.TRAIN tuple; "
+                        "repeatable); its categories must be the others'")
+    g.add_argument("--detect-voc-train", nargs=2, action="append", default=[], metavar=("DIR", "SPLIT"),
+                   help="with --detect-voc: one more train split, concatenated (repeatable): VOC 07+12 is "
+                        "--detect-voc VOC2007 trainval test --detect-voc-train VOC2012 trainval")
     g.add_argument("--scale", choices=SCALES, default=None,
                    help="embedded (default): every leg at smoke scale (128-px images, the job's width and "
-                        "iterations) -- what a CPU runs, on any data; paper: the paper configs' schedules, image "
-                        "sizes, batch and lr at full width (configs/COCO-Detection, configs/PascalVOC-Detection), "
-                        "linearly scaled to --gpus-per-stage; pretraining with the ImageNet recipe (60e4 iterations "
-                        "of 256)")
+                        "iterations) -- what a CPU runs, on any data; data: the paper configs' detector (anchors, "
+                        "RoI heads, FrozenBN) at an input size and schedule from your data -- the train images' "
+                        "median shorter side up to the configs' 600 (--detect-size), --detect-epochs of the train "
+                        "set (--detect-iterations), 2 images a process, lr scaled to that batch; paper: the paper "
+                        "configs' schedules, image sizes, batch and lr at full width (configs/COCO-Detection, "
+                        "configs/PascalVOC-Detection), linearly scaled to --gpus-per-stage; pretraining with the "
+                        "ImageNet recipe (60e4 iterations of 256)")
+    g.add_argument("--detect-size", type=int, default=None, metavar="PX",
+                   help="--scale data: the legs' shorter side in pixels (the longer one at most 1000/600 of it), "
+                        "instead of the train images' median")
+    g.add_argument("--detect-epochs", type=float, default=None,
+                   help=f"--scale data: passes over the train set (default {DEFAULT_EPOCHS:g}: Detectron2's 1x "
+                        "schedule in COCO epochs); --detect-iterations names the iterations instead")
     g.add_argument("--gpus-per-stage", type=int, default=0,
                    help="GPUs each stage trains on, one process each (the tools' --num-gpus; with --slurm, each "
                         "stage job's GPUs per node); 0: one CPU process per stage")
@@ -280,16 +296,45 @@ def _data_changes(args, base: MainJobPlan) -> dict:
                "detect_data": _under(root, base.detect_data)}
     if args.detect_coco:
         tj, ti, vj, vi = map(_resolve, args.detect_coco)
-        changes["detect_data"] = DetectData(COCO, (tj, ti), (vj, vi))
+        extra = tuple((_resolve(j), _resolve(i)) for j, i in args.detect_coco_train)
+        changes["detect_data"] = DetectData(COCO, (tj, ti), (vj, vi), extra_train=extra)
     elif args.detect_voc:
         d, train, test = args.detect_voc
-        changes["detect_data"] = DetectData(VOC, (_resolve(d), train), (_resolve(d), test))
+        extra = tuple((_resolve(e), split) for e, split in args.detect_voc_train)
+        changes["detect_data"] = DetectData(VOC, (_resolve(d), train), (_resolve(d), test), extra_train=extra)
+    for option, given, needs in (("--detect-coco-train", args.detect_coco_train, args.detect_coco),
+                                 ("--detect-voc-train", args.detect_voc_train, args.detect_voc)):
+        if given and not needs:
+            raise PlanError(f"{option}: adds a train set to {option[:-6]}'s; give {option[:-6]} too")
     scale = args.scale or base.scale
     changes["scale"] = scale
     if scale == "paper" and base.scale != "paper":
         changes |= PAPER_SCALE
+    if scale == "data":
+        changes |= _data_scale_changes(args, base)
+    elif args.detect_size is not None or args.detect_epochs is not None:
+        raise PlanError(f"{'--detect-size' if args.detect_size is not None else '--detect-epochs'}: sets the data "
+                        f"scale's legs; this job runs at --scale {scale} (give --scale data)")
     if args.width is not None:
         changes["width"] = args.width
+    return changes
+
+
+def _data_scale_changes(args, base: MainJobPlan) -> dict:
+    """--scale data: the size and schedule the options name (else from the data), and full width when every
+    pretrained backbone comes from a --weights file (published weights are full width; a net pretrained here is
+    at the job's width)."""
+    if args.detect_iterations is not None and args.detect_epochs is not None:
+        raise PlanError("--detect-epochs and --detect-iterations both set the data scale's schedule; give one")
+    for option, value in (("--detect-size", args.detect_size), ("--detect-epochs", args.detect_epochs)):
+        if value is not None and not value > 0:
+            raise PlanError(f"{option} {value}: must be positive")
+    changes = {"detect_size": args.detect_size, "detect_iterations": args.detect_iterations,
+               "detect_epochs": args.detect_epochs or DEFAULT_EPOCHS}
+    given = {m for m, _ in map(lambda t: _pair("--weights", t), args.weights)}
+    backbones = args.backbones or base.backbones
+    if backbones and given >= set(backbones):
+        changes["width"] = 1.0
     return changes
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["PaperCost", "paper_cost", "IMAGENET_ITERATIONS", "IMAGENET_BATCH", "DEFAULT_TFLOPS"]
+__all__ = ["PaperCost", "paper_cost", "detection_gmacs", "gpu_hours", "IMAGENET_ITERATIONS", "IMAGENET_BATCH",
+           "DEFAULT_TFLOPS"]
 
 IMAGENET_ITERATIONS = 600_000  # "up to 60e4 iterations" (Sec. 3.4)
 IMAGENET_BATCH = 256
@@ -34,7 +35,7 @@ class PaperCost:
     tflops: float
 
     def _gpu_hours(self, gmacs: float, images: int) -> float:
-        return gmacs * 1e9 * 2 * 3 * images / (self.tflops * 1e12) / 3600
+        return gpu_hours(gmacs, images, self.tflops)
 
     @property
     def pretrain_gpu_hours(self) -> float:
@@ -47,7 +48,7 @@ class PaperCost:
 
 def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) -> PaperCost:
     """The estimate for one backbone whose paper detection config is `config_file` (at full width)."""
-    from backbones import complexity, create_model, model_info
+    from backbones import complexity, create_model
 
     from ..config import get_detection_cfg
 
@@ -55,10 +56,20 @@ def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) 
         raise ValueError(f"tflops must be positive, got {tflops!r}")
     cfg = get_detection_cfg(config_file, ["MODEL.BACKBONES.NAME", backbone], read_weights=False)
     with torch.device("meta"):  # shapes are all the count needs: no full-size weights allocated or initialised
-        model = create_model(backbone, num_classes=1000)
+        at_224 = complexity(create_model(backbone, num_classes=1000), (3, 224, 224))
+    return PaperCost(backbone, at_224.gmacs, detection_gmacs(backbone, cfg.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE),
+                     IMAGENET_ITERATIONS * IMAGENET_BATCH, cfg.SOLVER.MAX_ITER * cfg.SOLVER.IMS_PER_BATCH, tflops)
+
+
+def detection_gmacs(backbone: str, rois: int, image: tuple[int, int] = DETECTION_IMAGE, width: float = 1.0) -> float:
+    """Forward GMACs of a Faster R-CNN training image of `image` (h, w): the trunk on the image plus the RoI head on
+    each of `rois` RoIs (the data scale's estimate uses its own size and width)."""
+    from backbones import complexity, create_model, model_info
+
+    with torch.device("meta"):
+        model = create_model(backbone, num_classes=1000, width=width)
     at_224 = complexity(model, (3, 224, 224))
-    full = complexity(model, (3, *DETECTION_IMAGE))
-    rois = cfg.MODEL.ROI_HEADS.BATCH_SIZE_PER_IMAGE
+    full = complexity(model, (3, *image))
     if model_info(backbone).detection_design == "vgg_fc":  # conv1-conv5 on the image; fc6/fc7 on each 7x7 RoI
         #                                                     (= their cost at 224)
         head = {"fc6", "fc7"}
@@ -66,5 +77,9 @@ def paper_cost(backbone: str, config_file: str, tflops: float = DEFAULT_TFLOPS) 
         head = {"res5"}
     trunk = sum(v for k, v in full.by_module.items() if k not in head and k != "fc")
     per_roi = sum(v for k, v in at_224.by_module.items() if k in head)
-    return PaperCost(backbone, at_224.gmacs, (trunk + rois * per_roi) / 1e9, IMAGENET_ITERATIONS * IMAGENET_BATCH,
-                     cfg.SOLVER.MAX_ITER * cfg.SOLVER.IMS_PER_BATCH, tflops)
+    return (trunk + rois * per_roi) / 1e9
+
+
+def gpu_hours(gmacs: float, images: int, tflops: float = DEFAULT_TFLOPS) -> float:
+    """GPU-hours of training `images` images of `gmacs` forward GMACs each (forward + backward = 3 forwards)."""
+    return gmacs * 1e9 * 2 * 3 * images / (tflops * 1e12) / 3600

@@ -27,16 +27,18 @@ from classification.engine.run_files import FINAL_CHECKPOINT
 from ..project import project_files
 from .arms import ARMS
 from .data import EMBEDDED_VAL_SCENES, DetectData, PretrainData, embedded_sets, folder_train_images
-from .leg_configs import PAPER_IMAGES_PER_GPU, leg_config_files, paper_solver
+from .data_scale import DEFAULT_EPOCHS, DataScale, data_scale, data_scale_overrides
+from .leg_configs import PAPER_IMAGES_PER_GPU, leg_config_files, paper_settings, paper_solver
 
 __all__ = ["MainJobPlan", "Stage", "plan_stages", "PlanError",
            "SCALES", "pretrain_dir", "pretraining_label", "control_label"]
 
 # The scales a job runs at. embedded: every leg at smoke scale (configs/Embedded-Detection/smoke.yaml: 128-px
-# images, nets at the job's width, the job's iteration count) -- what 2 CPU cores can run, on any data; paper: the
-# paper configs as they are (their schedule, image sizes, batch and lr, full width), the linear scaling rule
-# applied to the GPUs a stage gets (Detectron2's SOLVER.REFERENCE_WORLD_SIZE), pretraining with the ImageNet recipe.
-SCALES = ("embedded", "paper")
+# images, nets at the job's width, the job's iteration count) -- what 2 CPU cores can run, on any data; data: the
+# paper configs' detector at an input size and schedule from the user's data (data_scale.py); paper: the paper
+# configs as they are (their schedule, image sizes, batch and lr, full width), the linear scaling rule applied to
+# the GPUs a stage gets (Detectron2's SOLVER.REFERENCE_WORLD_SIZE), pretraining with the ImageNet recipe.
+SCALES = ("embedded", "data", "paper")
 
 
 class PlanError(ValueError):
@@ -87,8 +89,9 @@ class MainJobPlan:
     #   running training error is below `error` (at least 20 iterations either way): the paper's rule for the one
     #   net of its that did not start, ResNet-110 (Sec. 4.2: 0.01 until the error is below 80%); the family preset
     #   gives it to plain-34, which never leaves chance at lr 0.1 from its first iterations (CONVERGENCE.md)
-    detect_iterations: int = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
-    #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md)
+    detect_iterations: int | None = 3200  # of 2 images, lr x0.1 for the last 20%; 1600 -> 3200 moved ResNet-101 +5.9
+    #                                AP50 on the held-out training scenes, 3200 -> 6400 +0.3 (CONVERGENCE.md);
+    #                                None at the data scale: detect_epochs of the train set
     detect_seeds: tuple[int, ...] = (0, 1)  # nested under every pretraining seed
     arms: tuple[str, ...] = tuple(ARMS)  # arms.ARMS: like-for-like GN (pretrained, scratch; 1x, 3x), the paper's
     scratch: tuple[str, ...] = ("vgg16_bn", "resnet101")  # backbones with from-scratch arms
@@ -108,6 +111,8 @@ class MainJobPlan:
     pretrain_data: PretrainData = PretrainData()
     detect_data: DetectData = DetectData()
     scale: str = "embedded"
+    detect_size: int | None = None  # the data scale's shorter side (--detect-size); None: from the train images
+    detect_epochs: float = DEFAULT_EPOCHS  # the data scale's schedule without --detect-iterations
     gpus: int = 0
     nodes: int = 1  # machines a stage spans (Slurm), `gpus` processes on each (one CPU process without GPUs)
     # The degradation problem in miniature (paper Figs. 1, 6, 7): plain and residual CIFAR-style nets of two depths,
@@ -220,7 +225,7 @@ class MainJobPlan:
             val = (["--holdout", str(self.pretrain_holdout)] if self.selection else
                    ["--val-samples", str(self.pretrain_val_images)])
             return ["--dataset", "embedded", "--image-size", str(self.pretrain_image_size)], [*val, "--workers", "1"]
-        if self.scale == "embedded":
+        if self.scale != "paper":
             return (["--dataset", "imagefolder-small", "--data-root", self.pretrain_data.folder, "--image-size",
                      str(self.pretrain_image_size)], ["--val-samples", str(self.pretrain_val_images), "--workers", "1"])
         return ["--dataset", "imagefolder", "--data-root", self.pretrain_data.folder], ["--workers", "4"]
@@ -262,14 +267,27 @@ class MainJobPlan:
         """Iterations a leg runs: the job's count times the arm's schedule; at paper scale the config's MAX_ITER
         times the arm's schedule, as Detectron2 rescales it for the leg's GPUs (DefaultTrainer.auto_scale_workers:
         iterations / (GPUs / reference world size))."""
-        if self.scale == "embedded":
-            n = self.detect_iterations * ARMS[arm].schedule
+        if self.scale != "paper":
+            base = self.detect_iterations if self.scale == "embedded" else self.data_scale(model, arm).iterations
+            n = base * ARMS[arm].schedule
             # a shortened schedule keeps 2 iterations: Detectron2's lr schedule needs more updates than its 1 value
             return n if fraction == 1.0 else max(2, round(n * fraction))
         max_iter, _, ims = paper_solver(tuple(leg_config_files(model, arm=arm, scale=self.scale,
                                                                 data_format=self.detect_data.format)))
         reference = ims // PAPER_IMAGES_PER_GPU
         return int(round(max_iter * ARMS[arm].schedule * fraction / (self.processes() / reference)))
+
+    def data_scale(self, model: str, arm: str) -> DataScale:
+        """The input size and 1x schedule of a data-scale leg (data_scale.py); PlanError without the data."""
+        configs = leg_config_files(model, arm=arm, scale=self.scale, data_format=self.detect_data.format)
+        d = self.detect_data
+        try:
+            return data_scale(paper_settings(tuple(configs)), median_image=d.median_image,
+                              train_images=d.train_images, detect_size=self.detect_size,
+                              detect_iterations=self.detect_iterations, epochs=self.detect_epochs,
+                              processes=self.processes())
+        except ValueError as err:
+            raise PlanError(str(err)) from None
 
     def detect_args(self, model: str, arm: str, weights: Path | None, seed: int, out: Path,
                     fraction: float = 1.0) -> list[str]:
@@ -290,6 +308,9 @@ class MainJobPlan:
                         "SOLVER.WARMUP_ITERS", str(min(20, max(1, self.detect_iterations // 4))),  # the 1x one:
                         "SOLVER.CHECKPOINT_PERIOD",  # the same warm-up in every arm (not in a longer arm's factor)
                         str(max(1, n // 2))]
+        elif self.scale == "data":
+            n = self.detect_iterations_of(arm, model, fraction)
+            schedule = data_scale_overrides(self.data_scale(model, arm), n)
         else:
             schedule = _paper_schedule(tuple(configs), ARMS[arm].schedule * fraction)
         init = ["MODEL.BACKBONES.ZERO_INIT_RESIDUAL", "True"] if init_options(model) else []  # as pretrained

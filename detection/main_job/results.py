@@ -17,6 +17,7 @@ from ..report.runs import load_run
 from ..report.tables import RESULT_KINDS
 from .arms import ARMS, PAPER_ARM, PRIMARY_ARM, arm_comparisons, unfair_keys
 from .control import control_lines, control_results
+from .data_scale import data_scale_text
 from .degradation_results import (
     DegradationResult,
     degradation_comparison_lines,
@@ -48,6 +49,7 @@ from .presets import HEADLINE_SEEDS
 from .pretraining_order import pretraining_order
 
 __all__ = ["JobResults", "GroupResult", "DegradationResult", "job_results", "layer_mean", "summary_lines",
+           "scale_text",
            "data_text", "given_unit_text", "degradation_lines", "degradation_table",
            "degradation_comparison_lines",
            "degradation_notes", "DETECT_METRICS", "COMPARED_METRICS", "SECONDARY_METRICS", "RUN_FIELDS",
@@ -311,11 +313,22 @@ def _portable_units(values: dict[str, list[float]], job: Path | None) -> dict[st
     return out
 
 
+def scale_text(plan: MainJobPlan) -> str:
+    """The data scale's input size, schedule and differences from the paper's setting (data_scale.py), from the
+    legs' own configs (the first arm's; an arm's schedule multiplies the iterations)."""
+    arm = next(iter(plan.arms), None)
+    if plan.scale != "data" or arm is None:
+        return f"{plan.scale} scale"
+    return data_scale_text({m: plan.data_scale(m, arm) for m in plan.backbones}, plan.width)
+
+
 def data_text(plan: MainJobPlan, manifest: dict | None) -> str:
     """The data a job ran on, in words: the embedded set's manifest, or the files given (data.py)."""
     if not plan.detect_data.embedded:
         pretraining = (f"pretraining on {plan.pretrain_data.describe()}" if plan.pretrained_here() else
                        "no pretraining here (every backbone from --weights)")
+        if plan.scale == "data":
+            return f"{plan.detect_data.describe()}, {pretraining}; {scale_text(plan)}"
         return f"{plan.detect_data.describe()}, {pretraining}, {plan.scale} scale"
     where = "held-out training data (model selection)" if plan.selection else \
         f"embedded default, {plan.test_scenes} val images"
