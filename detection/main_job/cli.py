@@ -35,9 +35,13 @@ from .data import (
     VOC,
     DataError,
     check_data,
+    data_paths,
+)
+from .data_identity import (
+    PART_STAGES,
     check_data_identity,
     data_identity,
-    data_paths,
+    moved_paths,
     record_data_identity,
     test_set_identity,
 )
@@ -51,6 +55,7 @@ from .graph import (
     StageConflict,
     check_stage,
     read_stage_record,
+    relocate_stages,
     run_graph,
     stage_done,
     submit_graph,
@@ -106,14 +111,16 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
 
 
 
-def _fresh(out: Path, stages: list[Stage], log) -> None:
+def _fresh(out: Path, stages: list[Stage], log, kinds: set[str] | None = None) -> None:
     """Delete only what a main job made in `out`: each stage directory (this plan's, or an earlier plan's in the
     same kind folders) whose stage record names that very directory as the stage's output, and the report and the
-    summary. Never through a symbolic link: a symlinked pretrain/ led --fresh into another job's stages (and a
-    user's file beside them); refused before anything is deleted."""
-    kinds = {s.out.parent for s in stages}
-    dirs = {*(s.out for s in stages), *(d for k in kinds if k.is_dir() for d in k.iterdir())}
-    links = [p for p in (out / "report", *kinds, *dirs) if p.is_symlink()]
+    summary; `kinds`: only the stages of those kinds (--rerun-changed: those the changed data feeds). Never through a
+    symbolic link: a symlinked pretrain/ led --fresh into another job's stages (and a user's file beside them);
+    refused before anything is deleted."""
+    stages = [s for s in stages if kinds is None or s.kind in kinds]
+    folders = {s.out.parent for s in stages}
+    dirs = {*(s.out for s in stages), *(d for k in folders if k.is_dir() for d in k.iterdir())}
+    links = [p for p in (out / "report", *folders, *dirs) if p.is_symlink()]
     if links:
         raise PlanError(f"--fresh: {sorted(links)[0]} is a symbolic link; refusing to delete through it (remove the "
                         "link, or give another --output-dir)")
@@ -127,7 +134,8 @@ def _fresh(out: Path, stages: list[Stage], log) -> None:
     for p in (out / JOB_SUMMARY, out / JOB_RESULTS, out / JOB_DATA):  # JOB_DATA: what they ran on
         if p.is_file():
             p.unlink()
-    log(f"[main job] --fresh: removed {removed} stage directories, the report and the summary under {out}"
+    log(f"[main job] {'--fresh' if kinds is None else '--rerun-changed'}: removed {removed} stage directories, the "
+        f"report and the summary under {out}"
         + (f" (kept what the job did not make in {out / 'report'}: {', '.join(kept)})" if kept else ""))
 
 
@@ -185,12 +193,9 @@ def _main(argv: list[str] | None = None) -> int:
     out = out.expanduser().resolve()  # "--output-dir=~/x" reaches us unexpanded by the shell
     t_start = time.time()
     stages = plan_stages(plan, out)
-    identity = {} if args.dry_run else data_identity(plan.pretrain_data, plan.detect_data)
-    if not args.dry_run and (args.report_only or not args.fresh):  # stages made from other data than given now:
-        #                                                                refused before anything runs or reports
-        check_data_identity(out, identity)
+    identity, rerun = _data_record(args, plan, out, stages)
     if args.slurm and not args.dry_run:
-        return _submit_to_slurm(args, argv, stages, threads, out, identity)
+        return _submit_to_slurm(args, argv, stages, threads, out, identity, rerun)
     if args.report_only:  # the checks a rerun makes: the settings each stage ran with, the inputs it started from
         try:
             missing = [s for s in stages if not check_stage(s, threads)]
@@ -215,8 +220,8 @@ def _main(argv: list[str] | None = None) -> int:
     except RunDirectoryBusy:
         print(f"[main job] error: another main job is running in {out}", file=sys.stderr)
         return 1
-    if args.fresh:
-        _fresh(out, stages, print)
+    if args.fresh or rerun:
+        _fresh(out, stages, print, kinds=None if args.fresh else rerun)
     record_data_identity(out, identity)
     print(f"{data_line}; about {estimator.remaining_minutes(stages, []):.0f} min of stages (measured step times)"
           if data_line else f"[main job] {data_text(plan, None)}; no estimate before the stages report progress "
@@ -229,6 +234,24 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"[main job] error: {err}", file=sys.stderr)
         return 1
     return _report(plan, stages, out, t_start, args, threads, given_top1, timed=whole)
+
+
+def _data_record(args, plan: MainJobPlan, out: Path, stages: list[Stage]) -> tuple[dict, set[str]]:
+    """(the data's identity, the stage kinds --rerun-changed deletes): stages made from other data than given now
+    are refused before anything runs or reports; the same data moved elsewhere keeps its stages (their records
+    name the new place)."""
+    if args.dry_run:
+        return {}, set()
+    identity = data_identity(plan.pretrain_data, plan.detect_data)
+    changed = set()
+    if args.report_only or not args.fresh:
+        changed = check_data_identity(out, identity, rerun_changed=args.rerun_changed and not args.report_only)
+    if moved := moved_paths(out, identity):
+        n = relocate_stages(stages, moved)
+        record_data_identity(out, identity)
+        print(f"[main job] the data moved ({'; '.join(f'{a} -> {b}' for a, b in moved.items())}), its content "
+              f"unchanged: {n} stage record(s) now name where it lies", flush=True)
+    return identity, {k for part in changed for k in PART_STAGES[part]}
 
 
 def _checked_plan(args) -> MainJobPlan:
@@ -276,7 +299,7 @@ def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tup
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path,
-                     identity: dict[str, str]) -> int:
+                     identity: dict, rerun: set[str]) -> int:
     """Every unfinished stage as a Slurm job after its dependencies, then this command with --report-only."""
     import detection  # noqa: F401
     from detection.datasets import ensure_embedded_dataset
@@ -284,10 +307,11 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     ensure_embedded_dataset()  # generated once here, not by the first stage jobs at the same time
     out.mkdir(parents=True, exist_ok=True)
     given = list(sys.argv[1:] if argv is None else argv)
-    report = [str(project_files().tool("main_job.py")), *[a for a in given if a not in ("--slurm", "--fresh")],
+    report = [str(project_files().tool("main_job.py")),
+              *[a for a in given if a not in ("--slurm", "--fresh", "--rerun-changed")],
               "--output-dir", str(out), "--report-only"]
-    if args.fresh:
-        _fresh(out, stages, print)
+    if args.fresh or rerun:
+        _fresh(out, stages, print, kinds=None if args.fresh else rerun)
     record_data_identity(out, identity)
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,

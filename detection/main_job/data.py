@@ -9,28 +9,22 @@ job. The embedded default (generated here), or a researcher's own:
 The class list comes from the data (COCO: the categories, identical in train and test; VOC: the names its train
 split's annotations use, which the test split's must be among) and sets the legs' ROI_HEADS.NUM_CLASSES: nothing
 downstream assumes the embedded set's 4 classes. A job on real data records its data's identity (the annotation
-files' sha256, an image folder's listing) in OUTPUT/main_job_data.json; a rerun on changed files is refused, as a
-stage trained from changed weights is."""
+files and the images they name) in OUTPUT/main_job_data.json (data_identity.py); a rerun on changed files is
+refused, as a stage trained from changed weights is."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backbones.checkpoint_io import atomic_write_text
-from classification.engine.run_files import JOB_DATA, RunFileError, read_json
-
 from ..datasets.embedded import SMALL_VAL_SCENES, EmbeddedSpec
 
 __all__ = ["PretrainData", "DetectData", "EMBEDDED", "COCO", "VOC", "TRAIN_NAME", "TEST_NAME", "DataError",
-           "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets", "test_set_identity",
-           "check_data", "data_paths", "data_identity", "file_sha256", "check_data_identity", "record_data_identity",
-           "folder_train_images"]
+           "EMBEDDED_VAL_SCENES", "EMBEDDED_TEST_SETS", "embedded_sets",
+           "check_data", "data_paths", "folder_train_images"]
 
 EMBEDDED, COCO, VOC = "embedded", "coco", "voc"
 # The names the job registers its detection data under in every leg (train_det's --dataset-coco / --dataset-voc);
@@ -222,14 +216,13 @@ def _check_coco(detect: DetectData) -> DetectData:
     if shared := len(set().union(*files[:-1]) & test_files):  # scored on what it trained on: said, not refused
         logger.warning(f"--detect-coco: {shared} of the {len(test_files)} test images are also training images "
                        f"({detect.test[0]} and {detect.train[0]}): their AP is not a held-out score")
-    for (json_file, _), _role in sides[1:]:
-        other = categories[[s[0][0] for s in sides].index(json_file)]
+    for ((json_file, _), role), other in zip(sides[1:], categories[1:]):
         if other != categories[0]:
             only_a = sorted(set(categories[0]) - set(other))[:3]
             only_b = sorted(set(other) - set(categories[0]))[:3]
             raise DataError(f"--detect-coco: the categories of {detect.train[0]} and {json_file} differ (only in "
-                            f"the first: {only_a}, only in the other: {only_b}): a class index would mean another "
-                            "class in evaluation")
+                            f"train: {only_a}, only in {role if role == 'test' else 'the other train set'}: "
+                            f"{only_b}): a class index would mean another class in evaluation")
     paper = len(sides) == 2 and None not in standard and standard[0] != standard[1]
     names = tuple(standard) if paper else (TRAIN_NAME, TEST_NAME)
     return replace(detect, classes=tuple(str(name) for _, name in categories[0]), names=names,
@@ -321,8 +314,6 @@ def _check_voc(detect: DetectData) -> DetectData:
     return replace(detect, classes=tuple(classes), **_sizes([d for split in dicts[:-1] for d in split]))
 
 
-# ---- the data's identity: a rerun on changed files is refused ----------------------------------------------------
-
 def _check_voc_split(dirname: str, split: str, classes: list[str]) -> list[dict]:
     """The split through a leg's own loader (datasets.voc.load_voc_instances), before anything is made; a missing
     JPEGImages/<id>.jpg beside a file of another extension is said to be that (VOC's layout names .jpg)."""
@@ -338,80 +329,3 @@ def _check_voc_split(dirname: str, split: str, classes: list[str]) -> list[dict]
             f" (JPEGImages/ holds {other}: VOC's layout reads <id>.jpg; convert them)" if other else "")) from None
     except (OSError, VOCFormatError, DatasetFormatError) as err:
         raise DataError(f"--detect-voc {dirname} [{split}]: {err}") from None
-
-
-def file_sha256(path: Path) -> str:
-    """A file's content identity ("sha256:<hex>"): the data's here, a stage's inputs in graph.input_identity."""
-    with open(path, "rb") as f:
-        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _listing(root: Path) -> str:
-    """An image folder's identity without reading its images: every file's relative path and size."""
-    h = hashlib.sha256()
-    for split in ("train", "val"):
-        for dirpath, dirnames, filenames in os.walk(root / split):
-            dirnames.sort()
-            for name in sorted(filenames):
-                p = Path(dirpath) / name
-                try:
-                    size = p.stat().st_size
-                except OSError as err:  # a link to nothing: "[Errno 2]" alone named neither
-                    raise DataError(f"--pretrain-data {root}: {p}: {err.strerror}"
-                                    + (f" (a link to {os.readlink(p)})" if p.is_symlink() else "")) from None
-                h.update(f"{p.relative_to(root)}\0{size}\n".encode())
-    return "listing-sha256:" + h.hexdigest()
-
-
-def _voc_split(split_file: Path) -> str:
-    """A VOC split's identity: the split file and every annotation it lists, by content."""
-    h = hashlib.sha256(split_file.read_bytes())
-    annotations = split_file.parent.parent.parent / "Annotations"
-    for line in split_file.read_text(encoding="utf-8-sig").splitlines():
-        if line.strip():
-            h.update((annotations / f"{line.split()[0]}.xml").read_bytes())
-    return "split+annotations-sha256:" + h.hexdigest()
-
-
-def data_identity(pretrain: PretrainData, detect: DetectData) -> dict[str, str]:
-    """File or folder -> its identity, for data the job did not generate ({} on the embedded default): a COCO
-    json's sha256; a VOC split's over the split file and the annotations it lists; an image folder's listing."""
-    digest = _voc_split if detect.format == VOC else file_sha256
-    out = {str(p): digest(p) for p in detect.annotation_files()}
-    if pretrain.folder is not None:
-        out[pretrain.folder] = _listing(Path(pretrain.folder))
-    return out
-
-
-def test_set_identity(dataset: str) -> dict[str, str]:
-    """The registered test set a job's legs were scored on, by content (results.json "test_set": parts of a preset
-    pool only when scored on one): its COCO json's sha256, or a VOC split's (split file and annotations)."""
-    from detectron2.data import MetadataCatalog
-
-    meta = MetadataCatalog.get(dataset)
-    if hasattr(meta, "dirname") and hasattr(meta, "split"):
-        return {"name": dataset, "content": _voc_split(Path(meta.dirname) / "ImageSets" / "Main" / f"{meta.split}.txt")}
-    return {"name": dataset, "content": file_sha256(Path(meta.json_file))}
-
-
-def check_data_identity(out: Path, identity: dict[str, str]) -> None:
-    """DataError when the job in `out` recorded other data: the files named, nothing changed."""
-    try:
-        before = read_json(out / JOB_DATA)
-    except RunFileError as err:
-        raise DataError(f"{err}: the job's data record is unreadable") from None
-    if before is None:  # no record: a new job, or one on the embedded default (whose stages' commands say so)
-        return
-    if not isinstance(before, dict) or not all(isinstance(v, str) for v in before.values()):
-        raise DataError(f"{out / JOB_DATA}: not the job's data record; delete it only if the stages under {out} "
-                        "were made from the data given now")
-    changed = sorted(k for k in set(before) | set(identity) if before.get(k) != identity.get(k))
-    if changed:
-        how = "changed since" if changed[0] in before and changed[0] in identity else "is not what"
-        raise DataError(f"{out} was run on other data ({changed[0]} {how} {out / JOB_DATA} recorded): its stages "
-                        "would mix two datasets; rerun with --fresh, or give another --output-dir")
-
-
-def record_data_identity(out: Path, identity: dict[str, str]) -> None:
-    if identity:
-        atomic_write_text(out / JOB_DATA, json.dumps(identity, indent=1, sort_keys=True))

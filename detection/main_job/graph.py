@@ -35,10 +35,11 @@ from classification.engine.run_files import (
 
 from ..engine.code_version import code_version
 from ..project import project_files
-from .data import file_sha256
+from .data_identity import file_sha256
 from .plan import Stage
 
-__all__ = ["StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand", "prune_checkpoints",
+__all__ = ["relocate_stages", "StageConflict", "Estimator", "run_graph", "submit_graph", "StageCommand",
+           "prune_checkpoints",
            "check_stage", "StageRecord", "read_stage_record", "stage_done", "STOP_REQUESTED"]
 
 # Set by the main job's SIGINT / SIGTERM handler before it raises KeyboardInterrupt. Python swallows an exception
@@ -99,6 +100,23 @@ def record_inputs(out: Path, deps: list[Path]) -> None:
         rec = None
     if isinstance(rec, dict):
         atomic_write_text(out / STAGE_RECORD, json.dumps({**rec, "inputs": input_identity(deps)}, indent=1))
+
+
+def relocate_stages(stages: list, moved: dict[str, str]) -> int:
+    """Rewrite the command lines recorded by finished or started stages to name the data where it lies now
+    (moved: recorded path -> given path, for data whose content is unchanged: data_identity.moved_paths); the
+    number of records rewritten. Only whole arguments equal to a recorded path are replaced."""
+    n = 0
+    for stage in stages:
+        try:
+            rec = read_json(stage.out / STAGE_RECORD)
+        except RunFileError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("argv"), list) and set(rec["argv"]) & set(moved):
+            argv = [moved.get(a, a) if isinstance(a, str) else a for a in rec["argv"]]
+            atomic_write_text(stage.out / STAGE_RECORD, json.dumps({**rec, "argv": argv}, indent=1))
+            n += 1
+    return n
 
 
 def read_stage_record(out: Path) -> StageRecord | None:

@@ -50,6 +50,10 @@ def _add_job_arguments(ap: argparse.ArgumentParser) -> None:
                          "output/main_job_<preset>)")
     ap.add_argument("--fresh", action="store_true",
                     help="delete the stages, report and summary this job made under OUTPUT first, then run all")
+    ap.add_argument("--rerun-changed", action="store_true",
+                    help="when the data changed since OUTPUT's stages were made (refused otherwise, naming what "
+                         "changed): delete and rerun only the stages the changed data feeds -- a change in the "
+                         "detection data keeps the finished pretraining")
     ap.add_argument("--selection", action="store_true",
                     help="model selection on held-out training data (pretraining: the last 5,000 train items; "
                          "detection: embedded_train_fit -> embedded_train_holdout); never the val split")

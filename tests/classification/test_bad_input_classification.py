@@ -197,7 +197,8 @@ def test_images_in_sub_folders_of_a_class_are_read_as_that_class_and_said(tmp_pa
 
 def test_a_link_to_nothing_is_named_not_a_bare_errno(tmp_path):
     from classification.data.datasets import ImageFolderDataset
-    from detection.main_job.data import DataError, DetectData, PretrainData, data_identity
+    from detection.main_job.data import DataError, DetectData, PretrainData
+    from detection.main_job.data_identity import data_identity
 
     _folder(tmp_path, {"a": 2, "b": 2})
     _folder(tmp_path, {"a": 1, "b": 1}, split="val")

@@ -14,7 +14,8 @@ import torchvision
 from conftest import run_tool
 from detection.datasets.export import export_embedded
 from detection.main_job.cli import main
-from detection.main_job.data import COCO, VOC, DetectData, PretrainData, check_data_identity
+from detection.main_job.data import COCO, VOC, DetectData, PretrainData
+from detection.main_job.data_identity import check_data_identity
 from detection.main_job.plan import MainJobPlan, plan_stages
 
 TINY = ["--preset", "quick", "--width", "1", "--arms", "frozenbn_pretrained", "--detect-iterations", "2"]
@@ -208,7 +209,8 @@ def test_fresh_removes_the_data_record_with_the_stages(tmp_path):
 
 
 def test_a_changed_annotation_file_is_named_and_refused(tmp_path):
-    from detection.main_job.data import DataError, data_identity, record_data_identity
+    from detection.main_job.data import DataError
+    from detection.main_job.data_identity import data_identity, record_data_identity
 
     ann = tmp_path / "instances_val.json"
     ann.write_text("{}")
@@ -216,7 +218,8 @@ def test_a_changed_annotation_file_is_named_and_refused(tmp_path):
     record_data_identity(tmp_path, data_identity(PretrainData(), data))
     check_data_identity(tmp_path, data_identity(PretrainData(), data))  # the same files: fine
     ann.write_text('{"images": []}')
-    with pytest.raises(DataError, match=f"{ann} changed since .*main_job_data.json recorded.*--fresh"):
+    with pytest.raises(DataError, match=f"the annotations of {ann} .*changed, since .*main_job_data.json was recorded"
+                                        ".*--rerun-changed.*--fresh"):
         check_data_identity(tmp_path, data_identity(PretrainData(), data))
 
 
@@ -314,8 +317,8 @@ def test_the_exported_embedded_set_through_the_real_data_path_gives_the_embedded
         tmp_path, exported):
     """The same job on the embedded default and on its export (--pretrain-data: the ImageNet-style folder,
     --detect-coco: the json + images) with the same seeds: the same pretrained weights, top-1 and every AP. A test
-    set changed afterwards is refused (the json is the data's identity); with --fresh the job reruns on it and its
-    AP changes: the path reads what it is given."""
+    set changed afterwards is refused (the json is the data's identity); with --rerun-changed the job reruns its
+    legs on it, keeping the pretraining, and its AP changes: the path reads what it is given."""
     base = [*TINY[:2], "--backbones", "resnet18", "--arms", "frozenbn_pretrained", "--pretrain-seeds", "0",
             "--seeds", "0", "--pretrain-epochs", "2", "--pretrain-val-images", "64", "--detect-iterations", "2"]
     embedded = run_tool("tools/main_job.py", *base, "--pretrain-images", "256", "--output-dir", tmp_path / "embedded",
@@ -333,9 +336,14 @@ def test_the_exported_embedded_set_through_the_real_data_path_gives_the_embedded
     assert "COCO json instances_train.json -> instances_test.json" in (tmp_path / "real" / "summary.txt").read_text()
     _coco(tmp_path, exported, test_images=50)  # the same file name, half the test images
     again = run_tool("tools/main_job.py", *real, timeout=300)
-    assert again.returncode == 2 and re.search(r"instances_test.json changed since .*--fresh", again.stderr)
-    fresh = run_tool("tools/main_job.py", *real, "--fresh", timeout=600)
-    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert again.returncode == 2 and re.search(r"the annotations of .*instances_test.json .*changed.*"
+                                               r"--rerun-changed.*the pretraining.*is kept.*--fresh", again.stderr)
+    checkpoint = tmp_path / "real" / "pretrain" / "resnet18_p0" / "model_final.pth"
+    made = checkpoint.stat().st_mtime_ns
+    rerun = run_tool("tools/main_job.py", *real, "--rerun-changed", timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "--rerun-changed: removed 1 stage directories" in rerun.stdout
+    assert checkpoint.stat().st_mtime_ns == made  # the pretraining's data did not change: not rerun
     assert _results(tmp_path / "real")["groups"][0]["values"]["AP"] != b["groups"][0]["values"]["AP"]
 
 
