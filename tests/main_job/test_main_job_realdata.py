@@ -342,7 +342,7 @@ def test_the_exported_embedded_set_through_the_real_data_path_gives_the_embedded
     made = checkpoint.stat().st_mtime_ns
     rerun = run_tool("tools/main_job.py", *real, "--rerun-changed", timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "--rerun-changed: removed 1 stage directories" in rerun.stdout
+    assert "--rerun-changed: removed 2 stage directories" in rerun.stdout  # the leg and the control's
     assert checkpoint.stat().st_mtime_ns == made  # the pretraining's data did not change: not rerun
     assert _results(tmp_path / "real")["groups"][0]["values"]["AP"] != b["groups"][0]["values"]["AP"]
 
