@@ -14,7 +14,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backbones.checkpoint_io import atomic_write_text
@@ -38,7 +38,6 @@ from .data import (
     data_paths,
 )
 from .data_identity import (
-    PART_STAGES,
     check_data_identity,
     data_identity,
     moved_paths,
@@ -111,19 +110,19 @@ def measure_step_seconds(plan: MainJobPlan, threads: int, keys: set[tuple[str, s
 
 
 
-def _fresh(out: Path, stages: list[Stage], log, kinds: set[str] | None = None) -> None:
+def _fresh(out: Path, stages: list[Stage], log, only: list[Stage] | None = None) -> None:
     """Delete only what a main job made in `out`: each stage directory (this plan's, or an earlier plan's in the
-    same kind folders) whose stage record names that very directory as the stage's output, and the report and the
-    summary; `kinds`: only the stages of those kinds (--rerun-changed: those the changed data feeds). Never through a
-    symbolic link: a symlinked pretrain/ led --fresh into another job's stages (and a user's file beside them);
-    refused before anything is deleted."""
-    stages = [s for s in stages if kinds is None or s.kind in kinds]
-    folders = {s.out.parent for s in stages}
-    dirs = {*(s.out for s in stages), *(d for k in folders if k.is_dir() for d in k.iterdir())}
+    same kind folders; `only`: just these stages', --rerun-changed's) whose stage record names that very directory
+    as the stage's output, and the report and the summary. Never through a symbolic link: a symlinked pretrain/ led
+    --fresh into another job's stages (and a user's file beside them); refused before anything is deleted."""
+    option = "--fresh" if only is None else "--rerun-changed"
+    folders = {s.out.parent for s in stages} if only is None else set()
+    dirs = {*(s.out for s in (stages if only is None else only)),
+            *(d for k in folders if k.is_dir() for d in k.iterdir())}
     links = [p for p in (out / "report", *folders, *dirs) if p.is_symlink()]
     if links:
-        raise PlanError(f"--fresh: {sorted(links)[0]} is a symbolic link; refusing to delete through it (remove the "
-                        "link, or give another --output-dir)")
+        raise PlanError(f"{option}: {sorted(links)[0]} is a symbolic link; refusing to delete through it (remove "
+                        "the link, or give another --output-dir)")
     removed = 0
     for d in sorted(dirs):
         record = read_stage_record(d) if (d / STAGE_RECORD).is_file() else None
@@ -134,7 +133,7 @@ def _fresh(out: Path, stages: list[Stage], log, kinds: set[str] | None = None) -
     for p in (out / JOB_SUMMARY, out / JOB_RESULTS, out / JOB_DATA):  # JOB_DATA: what they ran on
         if p.is_file():
             p.unlink()
-    log(f"[main job] {'--fresh' if kinds is None else '--rerun-changed'}: removed {removed} stage directories, the "
+    log(f"[main job] {option}: removed {removed} stage directories, the "
         f"report and the summary under {out}"
         + (f" (kept what the job did not make in {out / 'report'}: {', '.join(kept)})" if kept else ""))
 
@@ -193,10 +192,12 @@ def _main(argv: list[str] | None = None) -> int:
     out = out.expanduser().resolve()  # "--output-dir=~/x" reaches us unexpanded by the shell
     t_start = time.time()
     stages = plan_stages(plan, out)
-    identity, rerun = _data_record(args, plan, out, stages)
+    record = _data_record(args, plan, out)
     if args.slurm and not args.dry_run:
-        return _submit_to_slurm(args, argv, stages, threads, out, identity, rerun)
+        return _submit_to_slurm(args, argv, stages, threads, out, record)
     if args.report_only:  # the checks a rerun makes: the settings each stage ran with, the inputs it started from
+        if record.moves:  # the same data elsewhere: the stages' records name it where it lies
+            _apply_data_record(record, out, stages, fresh=False)
         try:
             missing = [s for s in stages if not check_stage(s, threads)]
         except StageConflict as err:
@@ -220,9 +221,7 @@ def _main(argv: list[str] | None = None) -> int:
     except RunDirectoryBusy:
         print(f"[main job] error: another main job is running in {out}", file=sys.stderr)
         return 1
-    if args.fresh or rerun:
-        _fresh(out, stages, print, kinds=None if args.fresh else rerun)
-    record_data_identity(out, identity)
+    _apply_data_record(record, out, stages, args.fresh)
     print(f"{data_line}; about {estimator.remaining_minutes(stages, []):.0f} min of stages (measured step times)"
           if data_line else f"[main job] {data_text(plan, None)}; no estimate before the stages report progress "
           "(paper scale: nothing is timed on this machine; --dry-run gives GPU-hours)", flush=True)
@@ -236,22 +235,46 @@ def _main(argv: list[str] | None = None) -> int:
     return _report(plan, stages, out, t_start, args, threads, given_top1, timed=whole)
 
 
-def _data_record(args, plan: MainJobPlan, out: Path, stages: list[Stage]) -> tuple[dict, set[str]]:
-    """(the data's identity, the stage kinds --rerun-changed deletes): stages made from other data than given now
-    are refused before anything runs or reports; the same data moved elsewhere keeps its stages (their records
-    name the new place)."""
+@dataclass
+class DataRecord:
+    """The data's identity and what it asks of the stages: those a change feeds (--rerun-changed) and the data
+    moved elsewhere unchanged (its stages' records follow it); applied once the job holds its directory."""
+
+    identity: dict
+    changed: set[str]
+    moves: list
+
+
+def _data_record(args, plan: MainJobPlan, out: Path) -> DataRecord:
+    """Stages made from other data than given now are refused before anything runs or reports (DataError)."""
     if args.dry_run:
-        return {}, set()
+        return DataRecord({}, set(), [])
     identity = data_identity(plan.pretrain_data, plan.detect_data)
     changed = set()
     if args.report_only or not args.fresh:
         changed = check_data_identity(out, identity, rerun_changed=args.rerun_changed and not args.report_only)
-    if moved := moved_paths(out, identity):
-        n = relocate_stages(stages, moved)
-        record_data_identity(out, identity)
-        print(f"[main job] the data moved ({'; '.join(f'{a} -> {b}' for a, b in moved.items())}), its content "
-              f"unchanged: {n} stage record(s) now name where it lies", flush=True)
-    return identity, {k for part in changed for k in PART_STAGES[part]}
+    return DataRecord(identity, changed, [] if args.fresh else moved_paths(out, identity))
+
+
+def _apply_data_record(record: DataRecord, out: Path, stages: list[Stage], fresh: bool) -> None:
+    """--fresh, or --rerun-changed's stale stages deleted; moved data's stage records rewritten; the record kept."""
+    if fresh:
+        _fresh(out, stages, print)
+    elif record.changed:
+        _fresh(out, stages, print, only=_stale(stages, record.changed))
+    if record.moves:
+        n = relocate_stages(stages, record.moves)
+        print(f"[main job] the data moved ({'; '.join(f'{a[-1]} -> {b[-1]}' for a, b in record.moves)}), its "
+              f"content unchanged: {n} stage record(s) now name where it lies", flush=True)
+    record_data_identity(out, record.identity)
+
+
+def _stale(stages: list[Stage], changed: set[str]) -> list[Stage]:
+    """The stages a change of the data's parts feeds: every detection leg when the detection data changed; the
+    pretraining on the folder and the legs that start from it when the folder changed."""
+    pretraining = {s.out for s in stages if s.kind == "pretrain"} if "pretrain" in changed else set()
+    return [s for s in stages if s.out in pretraining or s.kind == "detect" and (
+        "detect" in changed or pretraining & set(s.deps))]
 
 
 def _checked_plan(args) -> MainJobPlan:
@@ -299,7 +322,7 @@ def _estimate(plan: MainJobPlan, stages: list[Stage], args, threads: int) -> tup
 
 
 def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, out: Path,
-                     identity: dict, rerun: set[str]) -> int:
+                     record: DataRecord) -> int:
     """Every unfinished stage as a Slurm job after its dependencies, then this command with --report-only."""
     import detection  # noqa: F401
     from detection.datasets import ensure_embedded_dataset
@@ -310,9 +333,7 @@ def _submit_to_slurm(args, argv: list[str] | None, stages: list, threads: int, o
     report = [str(project_files().tool("main_job.py")),
               *[a for a in given if a not in ("--slurm", "--fresh", "--rerun-changed")],
               "--output-dir", str(out), "--report-only"]
-    if args.fresh or rerun:
-        _fresh(out, stages, print, kinds=None if args.fresh else rerun)
-    record_data_identity(out, identity)
+    _apply_data_record(record, out, stages, args.fresh)
     try:
         ids = submit_graph(stages, threads, out / "slurm", final=report, partition=args.partition,
                            timeout_min=args.timeout, gpus=args.gpus_per_stage, nodes=args.nodes_per_stage,

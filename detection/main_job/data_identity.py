@@ -23,11 +23,9 @@ from classification.engine.run_files import JOB_DATA, RunFileError, read_json
 from .data import COCO, VOC, DataError, DetectData, PretrainData
 
 __all__ = ["DataChange", "data_identity", "data_changes", "check_data_identity", "record_data_identity",
-           "file_sha256", "voc_split_sha256", "test_set_identity", "moved_paths", "PART_STAGES"]
+           "file_sha256", "voc_split_sha256", "test_set_identity", "moved_paths"]
 
 VERSION = 2  # 1 (before 2026-12-08): {path: digest} of the annotation files and the folder's listing
-# The stage kinds each part of the data feeds: a pretraining folder feeds the pretraining and every leg after it.
-PART_STAGES = {"pretrain": ("pretrain", "detect"), "detect": ("detect",)}
 
 
 @dataclass(frozen=True)
@@ -99,6 +97,7 @@ def data_identity(pretrain: PretrainData, detect: DetectData) -> dict:
         sides = [*(("train", s) for s in detect.train_sets()), ("test", detect.test)]
         out["detect"] = [{"role": role, "where": list(side), "annotations": digest(path),
                           "name": str(path) if detect.format == COCO else f"{side[0]} [{side[1]}]",
+                          "file": str(path),
                           "images": _named_images(detect.format, side, option)}
                          for (role, side), path in zip(sides, detect.annotation_files())]
     if pretrain.folder is not None:
@@ -142,20 +141,24 @@ def _image_change(a: dict, b: dict, where: str) -> str:
     return f"{where}: {len(changed)} image(s) changed, e.g. {changed[0]} (its {how})"
 
 
-def moved_paths(out: Path, identity: dict) -> dict[str, str]:
-    """Recorded path -> the path given now, for data the record holds with the same content elsewhere (moved or
-    copied with its times): the stages' command lines are updated to name the new place (graph.relocate_stages)."""
+def moved_paths(out: Path, identity: dict) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(recorded arguments, given arguments) of each part of the data that the record holds with the same content
+    elsewhere (moved, or copied with its times): a detection side's (json, image root) or (directory, split), the
+    pretraining's ("--data-root", folder). The stages' command lines are updated to name the new place
+    (graph.relocate_stages); a part that changed is not moved (its stages rerun or the job stops)."""
     try:
         before = read_json(out / JOB_DATA)
     except RunFileError:
-        return {}
-    if not isinstance(before, dict) or before.get("version") != VERSION or data_changes(before, identity):
-        return {}
-    pairs = []
-    if "pretrain" in identity:
-        pairs.append(([before["pretrain"]["where"]], [identity["pretrain"]["where"]]))
-    pairs += [(x["where"], y["where"]) for x, y in zip(before.get("detect", []), identity.get("detect", []))]
-    return {a: b for old, new in pairs for a, b in zip(old, new) if a != b and isinstance(a, str)}
+        return []
+    if not isinstance(before, dict) or before.get("version") != VERSION:
+        return []
+    changed = {c.part for c in data_changes(before, identity)}
+    moves = []
+    if "pretrain" in identity and "pretrain" not in changed:
+        moves.append((("--data-root", before["pretrain"]["where"]), ("--data-root", identity["pretrain"]["where"])))
+    if "detect" in identity and "detect" not in changed:
+        moves += [(tuple(x["where"]), tuple(y["where"])) for x, y in zip(before["detect"], identity["detect"])]
+    return [(old, new) for old, new in moves if old != new]
 
 
 def check_data_identity(out: Path, identity: dict, *, rerun_changed: bool = False) -> set[str]:
@@ -187,10 +190,9 @@ def _migrated(before: dict, now: dict) -> dict:
     content as before, the images taken as they are now (version 1 did not record them)."""
     if not all(isinstance(v, str) for v in before.values()):
         raise DataError("main_job_data.json: not the job's data record")
-    old = set(before.values())
     out = {"version": VERSION}
-    if "detect" in now:
-        out["detect"] = [side if side["annotations"] in old else {**side, "annotations": "changed"}
+    if "detect" in now:  # each annotation file against its own path's digest (a swapped pair is a change)
+        out["detect"] = [side if before.get(side["file"]) == side["annotations"] else {**side, "annotations": "v1"}
                          for side in now["detect"]]
     if "pretrain" in now:  # version 1's listing: each name and size, in the order walked
         h = hashlib.sha256()

@@ -39,8 +39,10 @@ class DataScale:
     paper: PaperSettings
 
     def steps(self, iterations: int) -> tuple[int, ...]:
-        """The configs' lr steps at the same fractions of a schedule of `iterations`."""
-        return tuple(max(1, round(t * iterations / self.paper.max_iter)) for t in self.paper.steps)
+        """The configs' lr steps at the same fractions of a schedule of `iterations`, each before its end (fvcore
+        refuses a step at the last iteration; a 1-iteration schedule has none)."""
+        return tuple(sorted({min(iterations - 1, max(1, round(t * iterations / self.paper.max_iter)))
+                             for t in self.paper.steps} - {0}))
 
 
 def data_scale(paper: PaperSettings, *, median_image: tuple[int, int] | None, train_images: int,

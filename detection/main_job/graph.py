@@ -102,18 +102,24 @@ def record_inputs(out: Path, deps: list[Path]) -> None:
         atomic_write_text(out / STAGE_RECORD, json.dumps({**rec, "inputs": input_identity(deps)}, indent=1))
 
 
-def relocate_stages(stages: list, moved: dict[str, str]) -> int:
-    """Rewrite the command lines recorded by finished or started stages to name the data where it lies now
-    (moved: recorded path -> given path, for data whose content is unchanged: data_identity.moved_paths); the
-    number of records rewritten. Only whole arguments equal to a recorded path are replaced."""
+def relocate_stages(stages: list, moves: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> int:
+    """Rewrite the command lines recorded by this plan's stages to name the data where it lies now (moves:
+    (recorded arguments, given arguments) of data whose content is unchanged: data_identity.moved_paths); the
+    number of records rewritten. Only a run of consecutive arguments equal to a recorded one is replaced."""
     n = 0
     for stage in stages:
         try:
             rec = read_json(stage.out / STAGE_RECORD)
         except RunFileError:
             continue
-        if isinstance(rec, dict) and isinstance(rec.get("argv"), list) and set(rec["argv"]) & set(moved):
-            argv = [moved.get(a, a) if isinstance(a, str) else a for a in rec["argv"]]
+        if not (isinstance(rec, dict) and isinstance(rec.get("argv"), list)):
+            continue
+        argv = list(rec["argv"])
+        for old, new in moves:
+            k = len(old)
+            argv = next((argv[:i] + list(new) + argv[i + k:] for i in range(len(argv) - k + 1)
+                         if tuple(argv[i:i + k]) == old), argv)
+        if argv != rec["argv"]:
             atomic_write_text(stage.out / STAGE_RECORD, json.dumps({**rec, "argv": argv}, indent=1))
             n += 1
     return n

@@ -268,7 +268,7 @@ def plan_from_args(args) -> MainJobPlan:
         changes["degradation"] = PRESETS["degradation"]["degradation"] if args.degradation else ()
     changes["allow_unfair"] = args.allow_unfair_arms
     changes["allow_untrained_taps"] = args.allow_untrained_taps
-    changes |= _data_changes(args, base)
+    changes |= _data_changes(args, base, changes["backbones"])
     if changes["scale"] == "paper":  # the paper configs' schedules and the ImageNet recipe run: never ignored
         given = [o for o, v in (("--detect-iterations", args.detect_iterations),
                                 ("--pretrain-epochs", args.pretrain_epochs),
@@ -289,7 +289,7 @@ def plan_from_args(args) -> MainJobPlan:
     return plan
 
 
-def _data_changes(args, base: MainJobPlan) -> dict:
+def _data_changes(args, base: MainJobPlan, backbones: tuple[str, ...]) -> dict:
     """The data, scale and GPUs the options give (paths resolved here: a stage runs in the checkout), over the
     preset's; a preset's own data is under $DETECTRON2_DATASETS (default ./datasets, Detectron2's layout); at
     paper scale the paper's width and pretraining batch unless --width says otherwise."""
@@ -315,7 +315,7 @@ def _data_changes(args, base: MainJobPlan) -> dict:
     if scale == "paper" and base.scale != "paper":
         changes |= PAPER_SCALE
     if scale == "data":
-        changes |= _data_scale_changes(args, base)
+        changes |= _data_scale_changes(args, backbones)
     elif args.detect_size is not None or args.detect_epochs is not None:
         raise PlanError(f"{'--detect-size' if args.detect_size is not None else '--detect-epochs'}: sets the data "
                         f"scale's legs; this job runs at --scale {scale} (give --scale data)")
@@ -324,7 +324,7 @@ def _data_changes(args, base: MainJobPlan) -> dict:
     return changes
 
 
-def _data_scale_changes(args, base: MainJobPlan) -> dict:
+def _data_scale_changes(args, backbones: tuple[str, ...]) -> dict:
     """--scale data: the size and schedule the options name (else from the data), and full width when every
     pretrained backbone comes from a --weights file (published weights are full width; a net pretrained here is
     at the job's width)."""
@@ -336,8 +336,7 @@ def _data_scale_changes(args, base: MainJobPlan) -> dict:
     changes = {"detect_size": args.detect_size, "detect_iterations": args.detect_iterations,
                "detect_epochs": args.detect_epochs or DEFAULT_EPOCHS}
     given = {m for m, _ in map(lambda t: _pair("--weights", t), args.weights)}
-    backbones = args.backbones or base.backbones
-    if backbones and given >= set(backbones):
+    if backbones and given >= set(backbones):  # every backbone the job runs (--with-plain's too)
         changes["width"] = 1.0
     return changes
 

@@ -57,17 +57,20 @@ def test_data_moved_with_its_times_is_the_same_data_and_the_stage_records_follow
     leg = out / "detect" / "leg"
     leg.mkdir(parents=True)
     old = voc.train[0]
-    (leg / STAGE_RECORD).write_text(json.dumps({"argv": ["--dataset-voc", "x", old, "trainval"], "threads": 1}))
+    other = ["--dataset-voc", "y", "/VOC2012", "trainval"]  # another set's split of the same name: not rewritten
+    (leg / STAGE_RECORD).write_text(json.dumps({"argv": ["--dataset-voc", "x", old, "trainval", *other],
+                                                "threads": 1}))
     record_data_identity(out, data_identity(PretrainData(), voc))
     new = shutil.copytree(old, tmp_path / "elsewhere" / "VOC")  # copy2: contents and times
     shutil.rmtree(old)
     moved = DetectData(VOC, (str(new), "trainval"), (str(new), "test"), voc.classes)
     identity = data_identity(PretrainData(), moved)
     assert check_data_identity(out, identity) == set()
-    assert moved_paths(out, identity) == {old: str(new)}
+    assert moved_paths(out, identity) == [((old, "trainval"), (str(new), "trainval")),
+                                          ((old, "test"), (str(new), "test"))]
     stage = Stage("leg", leg, [], "detect", "resnet18", "pretrained", 2)
     assert relocate_stages([stage], moved_paths(out, identity)) == 1
-    assert json.loads((leg / STAGE_RECORD).read_text())["argv"] == ["--dataset-voc", "x", str(new), "trainval"]
+    assert json.loads((leg / STAGE_RECORD).read_text())["argv"] == ["--dataset-voc", "x", str(new), "trainval", *other]
 
 
 def test_a_record_of_the_earlier_version_is_migrated_by_its_annotation_digests(tmp_path):
@@ -80,3 +83,20 @@ def test_a_record_of_the_earlier_version_is_migrated_by_its_annotation_digests(t
     (tmp_path / JOB_DATA).write_text(json.dumps({str(ann): "sha256:0"}))
     with pytest.raises(DataError, match=f"the annotations of {ann} .*changed"):
         check_data_identity(tmp_path, data_identity(PretrainData(), data))
+    other = tmp_path / "other.json"  # the recorded train file now given as the test set: a change, by path
+    other.write_text(ann.read_text() + " ")
+    (tmp_path / JOB_DATA).write_text(json.dumps({str(ann): file_sha256(other), str(other): file_sha256(ann)}))
+    swapped = DetectData(COCO, (str(ann), str(tmp_path)), (str(other), str(tmp_path)), ("a",))
+    with pytest.raises(DataError, match="changed"):
+        check_data_identity(tmp_path, data_identity(PretrainData(), swapped))
+
+
+def test_a_changed_folder_reruns_its_pretraining_and_the_legs_from_it_not_the_legs_from_given_weights(tmp_path):
+    from detection.main_job.cli import _stale
+
+    pre = Stage("p", tmp_path / "pretrain" / "a", [], "pretrain", "resnet18", "", 2)
+    legs = [Stage("l", tmp_path / "detect" / "a", [], "detect", "resnet18", "pretrained", 2, deps=[pre.out]),
+            Stage("g", tmp_path / "detect" / "b", [], "detect", "resnet50", "pretrained", 2),  # from --weights
+            Stage("s", tmp_path / "detect" / "c", [], "detect", "resnet18", "scratch", 2)]
+    assert [s.title for s in _stale([pre, *legs], {"pretrain"})] == ["p", "l"]
+    assert [s.title for s in _stale([pre, *legs], {"detect"})] == ["l", "g", "s"]

@@ -86,6 +86,16 @@ def test_detect_size_iterations_and_epochs_name_what_the_data_would_otherwise_se
     assert _leg_config(_plan(*voc_args, "--detect-epochs", "2"), tmp_path)["SOLVER.MAX_ITER"] == "6"
 
 
+def test_a_two_iteration_schedule_keeps_its_lr_step_before_its_end():
+    from detection.main_job.data_scale import data_scale
+    from detection.main_job.leg_configs import PaperSettings
+
+    coco = PaperSettings(600, 1000, 320000, (240000,), 16, 0.001, 1000)  # the COCO configs' step at 3/4
+    scale = data_scale(coco, median_image=(480, 640), train_images=10, detect_size=None, detect_iterations=2,
+                       epochs=12, processes=1)
+    assert scale.steps(2) == (1,) and scale.steps(1) == () and scale.steps(400) == (300,)
+
+
 def test_images_larger_than_the_paper_configs_run_at_their_600_and_full_width_weights_at_width_1(tmp_path):
     big = make_voc(tmp_path / "big", {"a": ["0", "1", "2"], "b": ["3", "4"]}, size=(1200, 900))
     torch.save(torchvision.models.resnet18().state_dict(), tmp_path / "r18.pth")
