@@ -172,23 +172,8 @@ def _areas(anns: list, ann_ids: np.ndarray, json_file: str) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
-def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = None) -> CocoGroundTruth:
-    """Read and validate a COCO instances file (one parse, array checks over all annotations): the ground truth
-    that training (`load_coco_checked`) and evaluation (evaluation.coco.COCOEvaluator) both use. data: the file as
-    read_coco_json parsed it, to spare a second parse of a large file (consumed: its polygons are dropped)."""
-    data = read_coco_json(json_file) if data is None else data
-    images = _list(data, "images", json_file, required=True)
-    categories = _list(data, "categories", json_file, required=True)
-    has_annotations = "annotations" in data
-    anns = _list(data, "annotations", json_file, required=False)
-    for a in anns:  # boxes only: the polygons (half of train2017's json in memory) are freed before anything else
-        a.pop("segmentation", None)
-    if not categories:
-        raise DatasetFormatError(f"{json_file}: no categories; a COCO instances file lists its classes under "
-                                 "'categories'")
-    if not images:
-        raise DatasetFormatError(f"{json_file}: 'images' is empty; a dataset needs at least one image")
-
+def _image_ids_and_names(images: list, json_file: str) -> tuple[np.ndarray, list[str]]:
+    """The images' ids (integers, once each) and file names (non-empty strings)."""
     img_ids = check_ids([im.get("id") for im in images], 0, lambda i: f"images[{i}]", "id", json_file)
     _unique(img_ids, "images", "id", json_file)
     names = [im.get("file_name") for im in images]
@@ -196,7 +181,11 @@ def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = N
         i = next(i for i, n in enumerate(names) if not isinstance(n, str) or not n)
         raise DatasetFormatError(f"{json_file}: images[{i}] (id {int(img_ids[i])}) has file_name {names[i]!r}; a "
                                  "file name is a non-empty string")
-    widths, heights = _sizes(images, json_file)
+    return img_ids, names
+
+
+def _category_ids(categories: list, json_file: str) -> np.ndarray:
+    """The categories' ids (integers, once each), their names non-empty strings, once each."""
     cat_ids = check_ids([c.get("id") for c in categories], 0, lambda i: f"categories[{i}]", "id", json_file)
     _unique(cat_ids, "categories", "id", json_file)
     cat_names = [c.get("name") for c in categories]
@@ -205,7 +194,26 @@ def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = N
         raise DatasetFormatError(f"{json_file}: categories[{bad}] (id {int(cat_ids[bad])}) has name "
                                  f"{cat_names[bad]!r}; a category name is a non-empty string")
     _unique(cat_names, "categories", "name", json_file)
+    return cat_ids
 
+
+def _evaluation_boxes(raw: np.ndarray, areas: np.ndarray, changed: np.ndarray, w: np.ndarray,
+                      h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(xywh, area) of each box as evaluation scores it: the file's own numbers (float64) for every box training
+    did not change, clipped to the image where it did (the area in proportion; no area in the file: the box's)."""
+    exact = np.concatenate([raw[:, :2], raw[:, :2] + raw[:, 2:]], axis=1)
+    eval_xyxy, _, _ = clip_boxes(exact, w, h)
+    eval_xywh = np.concatenate([eval_xyxy[:, :2], eval_xyxy[:, 2:] - eval_xyxy[:, :2]], axis=1)
+    box_area = raw[:, 2] * raw[:, 3]
+    clipped_area = eval_xywh[:, 2] * eval_xywh[:, 3]
+    with np.errstate(divide="ignore", invalid="ignore"):  # a clipped box had a positive area (it overlaps)
+        eval_area = np.where(changed, areas * clipped_area / box_area, areas)
+    return eval_xywh, np.where(np.isnan(eval_area), clipped_area, eval_area)
+
+
+def _annotation_references(anns: list, img_ids: np.ndarray, cat_ids: np.ndarray, json_file: str) -> tuple:
+    """(ids, image ids, the images' sort order, each annotation's image position in it, crowd flags) of the
+    annotations: ids from 1 and once each, images and categories listed, no 'ignore' key (pycocotools' overwrite)."""
     ann_ids = check_ids([a.get("id") for a in anns], 1, lambda i: f"annotations[{i}]", "id", json_file,
                         " (the COCO API reads annotation id 0 as 'no match'; faster-coco-eval misreads negative "
                         "ones and ones beyond 2**53)")
@@ -236,6 +244,47 @@ def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = N
         raise DatasetFormatError(f"{json_file}: annotation id {int(ann_ids[i])} (annotations[{i}]) has ignore "
                                  f"{anns[i]['ignore']!r}; 'ignore' is not supported (pycocotools overwrites it with "
                                  "iscrowd, so the box would be scored as an object): mark such regions iscrowd 1")
+    return ann_ids, ann_img, order, img_pos, crowd
+
+
+def _kept_annotations(anns: list, keep: np.ndarray, crowd: np.ndarray, area: np.ndarray, xywh: np.ndarray,
+                      changed: np.ndarray) -> list[dict]:
+    """The annotations training keeps, with the crowd flag and area evaluation reads, and the clipped box where
+    training changed it."""
+    crowd_list, area_list, xywh_list, changed_list = crowd.tolist(), area.tolist(), xywh.tolist(), changed.tolist()
+    kept = []
+    for i in np.flatnonzero(keep).tolist():
+        a = anns[i]
+        a["iscrowd"] = crowd_list[i]
+        a["area"] = area_list[i]
+        if changed_list[i]:
+            a["bbox"] = xywh_list[i]
+        kept.append(a)
+    return kept
+
+
+def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = None) -> CocoGroundTruth:
+    """Read and validate a COCO instances file (one parse, array checks over all annotations): the ground truth
+    that training (`load_coco_checked`) and evaluation (evaluation.coco.COCOEvaluator) both use. data: the file as
+    read_coco_json parsed it, to spare a second parse of a large file (consumed: its polygons are dropped)."""
+    data = read_coco_json(json_file) if data is None else data
+    images = _list(data, "images", json_file, required=True)
+    categories = _list(data, "categories", json_file, required=True)
+    has_annotations = "annotations" in data
+    anns = _list(data, "annotations", json_file, required=False)
+    for a in anns:  # boxes only: the polygons (half of train2017's json in memory) are freed before anything else
+        a.pop("segmentation", None)
+    if not categories:
+        raise DatasetFormatError(f"{json_file}: no categories; a COCO instances file lists its classes under "
+                                 "'categories'")
+    if not images:
+        raise DatasetFormatError(f"{json_file}: 'images' is empty; a dataset needs at least one image")
+
+    img_ids, names = _image_ids_and_names(images, json_file)
+    widths, heights = _sizes(images, json_file)
+    cat_ids = _category_ids(categories, json_file)
+
+    ann_ids, ann_img, order, img_pos, crowd = _annotation_references(anns, img_ids, cat_ids, json_file)
     areas = _areas(anns, ann_ids, json_file)
     owner = order[img_pos]  # index into `images` of each annotation's image
 
@@ -260,26 +309,9 @@ def coco_ground_truth(json_file: str, *, log: bool = True, data: dict | None = N
                                  "box's")
     train_xyxy = xywh_to_xyxy(raw)
     train_boxes, keep, changed = clip_boxes(train_xyxy, w, h)
-    # evaluation keeps the file's own numbers (float64) for every box training did not change
-    exact = np.concatenate([raw[:, :2], raw[:, :2] + raw[:, 2:]], axis=1)
-    eval_xyxy, _, _ = clip_boxes(exact, w, h)
-    eval_xywh = np.concatenate([eval_xyxy[:, :2], eval_xyxy[:, 2:] - eval_xyxy[:, :2]], axis=1)
-    box_area = raw[:, 2] * raw[:, 3]
-    clipped_area = eval_xywh[:, 2] * eval_xywh[:, 3]
-    with np.errstate(divide="ignore", invalid="ignore"):  # a clipped box had a positive area (it overlaps)
-        eval_area = np.where(changed, areas * clipped_area / box_area, areas)
-    eval_area = np.where(np.isnan(eval_area), clipped_area, eval_area)  # no area in the file: the box's
+    eval_xywh, eval_area = _evaluation_boxes(raw, areas, changed, w, h)
 
-    crowd_list, area_list, xywh_list = crowd.tolist(), eval_area.tolist(), eval_xywh.tolist()
-    changed_list = changed.tolist()
-    kept_anns = []
-    for i in np.flatnonzero(keep).tolist():
-        a = anns[i]
-        a["iscrowd"] = crowd_list[i]
-        a["area"] = area_list[i]
-        if changed_list[i]:
-            a["bbox"] = xywh_list[i]
-        kept_anns.append(a)
+    kept_anns = _kept_annotations(anns, keep, crowd, eval_area, eval_xywh, changed)
     dataset = {"images": images, "categories": categories}
     if has_annotations:
         dataset["annotations"] = kept_anns
