@@ -182,6 +182,10 @@ def _main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     plan = _checked_plan(args)
     given_top1 = given_weights_top1(plan)  # a given file's top-1 (measured: seconds), before anything trains
+    if args.rerun_changed and (args.fresh or args.report_only or args.dry_run):  # never ignored
+        other = "--fresh" if args.fresh else "--report-only" if args.report_only else "--dry-run"
+        raise PlanError(f"--rerun-changed with {other}: it reruns the stages changed data feeds"
+                        + (", and --fresh reruns them all; give one" if args.fresh else "; leave it out"))
     if args.jobs < 1 or (args.threads is not None and args.threads < 1):
         raise PlanError("--jobs and --threads must be >= 1")
     if not 0 < args.gpu_tflops < float("inf"):  # inf printed "0 GPU-hours"
@@ -420,6 +424,12 @@ def _control_details(results) -> list[ReportSection]:
     return [ReportSection("Positive control", lines=tuple(lines))] if results.control_fraction is not None else []
 
 
+def _scale_line(plan: MainJobPlan) -> list[str]:
+    """The report's first result line at the data scale: the legs' size and schedule against the paper's."""
+    text = scale_text(plan)
+    return [f"{text[0].upper()}{text[1:]}."] if plan.scale == "data" else []
+
+
 def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, given_top1: dict, *,
             timed: bool) -> int:
     """The chance level, the report, the summary and results.json; timed: every stage ran in this process, so its
@@ -445,8 +455,7 @@ def _report(plan, stages: list, out: Path, t_start: float, args, threads: int, g
                          title=f"Pretrain, transfer, compare: {' vs '.join(plan.backbones)} at width {plan.width:g} "
                                f"on {where}",
                          notes=notes, chance={dataset: chance} if chance else None,
-                         headline=([f"{scale_text(plan)[0].upper()}{scale_text(plan)[1:]}."] if plan.scale == "data"
-                                   else []) + headline_lines(results),  # the control, then every call of the family
+                         headline=_scale_line(plan) + headline_lines(results),  # the control, then every call
                          figures=scatter + _degradation_section(results, plan, stages, out / "report", responses),
                          details=leaderboard + _control_details(results),
                          comparisons=results.lookup,  # the table prints the job's family, adjusted as one

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..datasets.embedded import SMALL_VAL_SCENES, EmbeddedSpec
@@ -89,6 +89,9 @@ class DetectData:
     extra_train: tuple[tuple[str, str], ...] = ()
     train_images: int = 0
     median_image: tuple[int, int] | None = None
+    # each side's images (train sets, then test) by their name under its image root / directory, as the legs read
+    # them: what the data's identity stats (data_identity.py), read once by check_data
+    images: tuple[tuple[str, ...], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def embedded(self) -> bool:
@@ -98,13 +101,19 @@ class DetectData:
         """Every train set, the first one first."""
         return [self.train, *self.extra_train]
 
+    def sides(self) -> list[tuple[str, tuple[str, ...], str]]:
+        """(role, side, the option that gave it) of every side: the train sets, then the test set."""
+        option = "--detect-coco" if self.format == COCO else "--detect-voc"
+        return [("train", side, option if i == 0 else f"{option}-train") for i, side in enumerate(self.train_sets())
+                ] + [("test", self.test, option)]
+
     def train_names(self) -> list[str]:
         """The names the train sets register under: the first's as check_data chose it, then TRAIN_NAME_2, ..."""
         return [self.names[0], *(f"{TRAIN_NAME}_{i}" for i in range(2, len(self.extra_train) + 2))]
 
     def annotation_files(self) -> list[Path]:
         """The files whose content defines the data: the jsons (COCO), the split files (VOC), train sets first."""
-        sides = [*self.train_sets(), self.test]
+        sides = [side for _, side, _ in self.sides()]
         if self.format == COCO:
             return [Path(side[0]) for side in sides]
         if self.format == VOC:
@@ -203,20 +212,22 @@ def folder_train_images(folder: str) -> int:
 def _check_coco(detect: DetectData) -> DetectData:
     """Every side read as a leg's loader reads it (datasets.coco.load_coco_checked: ids, boxes, listed and present
     images), before anything is created; then what the job needs of them: objects to train on and to score."""
-    categories, standard, files, train_dicts = [], [], [], []
-    sides = [*((side, "train") for side in detect.train_sets()), (detect.test, "test")]
-    for (json_file, image_root), role in sides:
-        found, dicts, cats = _read_coco_side(json_file, image_root, role)
+    categories, standard, files, train_dicts, images = [], [], [], [], []
+    sides = [(side, role, option) for role, side, option in detect.sides()]
+    for (json_file, image_root), role, option in sides:
+        found, dicts, cats = _read_coco_side(json_file, image_root, role, option)
         categories.append(cats)
         files.append({os.path.realpath(d["file_name"]) for d in dicts})
+        images.append(tuple(os.path.relpath(d["file_name"], image_root) for d in dicts))
         standard.append(next((name for name, split in PAPER_COCO_SPLITS.items() if split == found), None))
         if role == "train":
             train_dicts += dicts
     test_files = files[-1]
     if shared := len(set().union(*files[:-1]) & test_files):  # scored on what it trained on: said, not refused
         logger.warning(f"--detect-coco: {shared} of the {len(test_files)} test images are also training images "
-                       f"({detect.test[0]} and {detect.train[0]}): their AP is not a held-out score")
-    for ((json_file, _), role), other in zip(sides[1:], categories[1:]):
+                       f"({detect.test[0]} and {' + '.join(t[0] for t in detect.train_sets())}): their AP is not a "
+                       "held-out score")
+    for ((json_file, _), role, _option), other in zip(sides[1:], categories[1:]):
         if other != categories[0]:
             only_a = sorted(set(categories[0]) - set(other))[:3]
             only_b = sorted(set(other) - set(categories[0]))[:3]
@@ -226,41 +237,42 @@ def _check_coco(detect: DetectData) -> DetectData:
     paper = len(sides) == 2 and None not in standard and standard[0] != standard[1]
     names = tuple(standard) if paper else (TRAIN_NAME, TEST_NAME)
     return replace(detect, classes=tuple(str(name) for _, name in categories[0]), names=names,
-                   **_sizes(train_dicts))
+                   images=tuple(images), **_sizes(train_dicts))
 
 
-def _read_coco_side(json_file: str, image_root: str, role: str) -> tuple[tuple[str, int], list[dict], list]:
+def _read_coco_side(json_file: str, image_root: str, role: str,
+                    option: str) -> tuple[tuple[str, int], list[dict], list]:
     """((file name, images), the dataset dicts, the categories) of one side, checked as a leg reads it."""
     from ..datasets.coco import DatasetFormatError, load_coco_checked, read_coco_json
 
     if not Path(image_root).is_dir():
-        raise DataError(f"--detect-coco: {role} image root {image_root}: no such directory")
+        raise DataError(f"{option}: {role} image root {image_root}: no such directory")
     try:
         data = read_coco_json(json_file)
         cats = _categories(data, json_file)
         if not data.get("images"):
-            raise DataError(f"--detect-coco: {json_file}: no images (an empty {role} set)")
+            raise DataError(f"{option}: {json_file}: no images (an empty {role} set)")
         found = (Path(json_file).name, len(data["images"]))
         has_annotations = "annotations" in data
         dicts = load_coco_checked(json_file, image_root, data=data)  # one parse of a large file, not two
     except DataError:
         raise
     except (OSError, DatasetFormatError, ValueError) as err:
-        raise DataError(f"--detect-coco: {err}") from None
+        raise DataError(f"{option}: {err}") from None
     task = "train on" if role == "train" else "score"
     if not has_annotations:  # a test-dev style file: images without ground truth
-        raise DataError(f"--detect-coco: {json_file}: no 'annotations' list, so nothing to {task} (a file of "
+        raise DataError(f"{option}: {json_file}: no 'annotations' list, so nothing to {task} (a file of "
                         "images without ground truth)")
     if not sum(not a["iscrowd"] for d in dicts for a in d["annotations"]):  # crowds: ignored by training, scoring
-        raise DataError(f"--detect-coco: {json_file}: no object that is not a crowd region, so nothing to {task} "
+        raise DataError(f"{option}: {json_file}: no object that is not a crowd region, so nothing to {task} "
                         f"({len(dicts)} images)")
     return found, dicts, cats
 
 
 def _sizes(train_dicts: list[dict]) -> dict:
     """What the data scale sizes the legs by: the train images, and their median shorter and longer side."""
-    short = sorted(min(d["height"], d["width"]) for d in train_dicts)
-    long = sorted(max(d["height"], d["width"]) for d in train_dicts)
+    short = [min(d["height"], d["width"]) for d in train_dicts]
+    long = [max(d["height"], d["width"]) for d in train_dicts]
     return {"train_images": len(train_dicts),
             "median_image": (int(statistics.median_low(short)), int(statistics.median_low(long)))}
 
@@ -288,20 +300,19 @@ def _check_voc(detect: DetectData) -> DetectData:
     from ..datasets.voc import VOCFormatError, discover_voc_classes
 
     found = []
-    sides = [*((side, "train") for side in detect.train_sets()), (detect.test, "test")]
-    for (dirname, split), role in sides:
+    for role, (dirname, split), option in detect.sides():
         if not Path(dirname).is_dir():
-            raise DataError(f"--detect-voc {dirname}: no such directory")
+            raise DataError(f"{option} {dirname}: no such directory")
         try:
             found.append(discover_voc_classes(dirname, split))  # reads every annotation the split names
         except (OSError, VOCFormatError, DatasetFormatError) as err:
-            raise DataError(f"--detect-voc ({role} split {split!r}): {err}") from None
+            raise DataError(f"{option} ({role} split {split!r}): {err}") from None
         if not found[-1]:
-            raise DataError(f"--detect-voc {dirname} [{split}]: its annotations name no object")
+            raise DataError(f"{option} {dirname} [{split}]: its annotations name no object")
     classes, tested = sorted(set().union(*found[:-1])), found[-1]
     train = " + ".join(f"{Path(d).name} [{s}]" for d, s in detect.train_sets())
     if commas := [c for c in classes if "," in c]:  # the legs take the classes comma-separated (--voc-classes)
-        raise DataError(f"--detect-voc {detect.train[0]} [{detect.train[1]}]: class name {commas[0]!r} has a comma; "
+        raise DataError(f"--detect-voc {train}: class name {commas[0]!r} has a comma; "
                         "the legs are given the classes comma-separated: rename it in the annotations")
     unknown, unseen = sorted(set(tested) - set(classes)), sorted(set(classes) - set(tested))
     if unknown:
@@ -310,11 +321,14 @@ def _check_voc(detect: DetectData) -> DetectData:
     if unseen:  # nothing to score: left out of the mean, the job would rank on fewer classes than it trains
         raise DataError(f"--detect-voc: the test split {detect.test[1]!r} has no object of {unseen[:5]}, which the "
                         f"train split(s) {train} name: nothing to score them on")
-    dicts = [_check_voc_split(dirname, split, classes) for (dirname, split), _ in sides]  # names, boxes, images
-    return replace(detect, classes=tuple(classes), **_sizes([d for split in dicts[:-1] for d in split]))
+    dicts = [_check_voc_split(*side, classes, option) for _, side, option in detect.sides()]  # names, boxes, images
+    images = tuple(tuple(os.path.relpath(d["file_name"], side[0]) for d in split)
+                   for (_, side, _), split in zip(detect.sides(), dicts))
+    return replace(detect, classes=tuple(classes), images=images,
+                   **_sizes([d for split in dicts[:-1] for d in split]))
 
 
-def _check_voc_split(dirname: str, split: str, classes: list[str]) -> list[dict]:
+def _check_voc_split(dirname: str, split: str, classes: list[str], option: str = "--detect-voc") -> list[dict]:
     """The split through a leg's own loader (datasets.voc.load_voc_instances), before anything is made; a missing
     JPEGImages/<id>.jpg beside a file of another extension is said to be that (VOC's layout names .jpg)."""
     from ..datasets.validation import DatasetFormatError
@@ -325,7 +339,7 @@ def _check_voc_split(dirname: str, split: str, classes: list[str]) -> list[dict]
     except FileNotFoundError as err:
         images = Path(dirname) / "JPEGImages"
         other = sorted(p.name for p in images.glob("*") if p.suffix.lower() != ".jpg")[:3] if images.is_dir() else []
-        raise DataError(f"--detect-voc {dirname} [{split}]: {err}" + (
+        raise DataError(f"{option} {dirname} [{split}]: {err}" + (
             f" (JPEGImages/ holds {other}: VOC's layout reads <id>.jpg; convert them)" if other else "")) from None
     except (OSError, VOCFormatError, DatasetFormatError) as err:
-        raise DataError(f"--detect-voc {dirname} [{split}]: {err}") from None
+        raise DataError(f"{option} {dirname} [{split}]: {err}") from None

@@ -72,19 +72,19 @@ def _folder_images(root: Path) -> dict[str, list[int]]:
     return out
 
 
-def _named_images(fmt: str, side: tuple[str, ...], option: str) -> dict[str, list[int]]:
-    """The images one side's annotation file names, by their name under its image root (COCO) or directory (VOC)."""
-    if fmt == COCO:
+def _named_images(fmt: str, side: tuple[str, ...], option: str, names: tuple[str, ...] | None) -> dict[str, list[int]]:
+    """The images one side's annotation file names, by their name under its image root (COCO) or directory (VOC):
+    `names` as check_data read them, else (data not checked) from the file itself."""
+    root = Path(side[1] if fmt == COCO else side[0])
+    if names is None and fmt == COCO:
         from ..datasets.coco import read_coco_json
 
-        root = Path(side[1])
-        names = [im.get("file_name") for im in read_coco_json(side[0]).get("images", [])]
-    else:
-        root = Path(side[0])
+        names = tuple(str(im.get("file_name")) for im in read_coco_json(side[0]).get("images", []))
+    elif names is None:
         split = root / "ImageSets" / "Main" / f"{side[1]}.txt"
-        names = [f"JPEGImages/{line.split()[0]}.jpg" for line in split.read_text(encoding="utf-8-sig").splitlines()
-                 if line.strip()]
-    return {str(n): _stamp(root / str(n), option) for n in names if isinstance(n, str)}
+        names = tuple(f"JPEGImages/{line.split()[0]}.jpg"
+                      for line in split.read_text(encoding="utf-8-sig").splitlines() if line.strip())
+    return {n: _stamp(root / n, option) for n in names}
 
 
 def data_identity(pretrain: PretrainData, detect: DetectData) -> dict:
@@ -92,14 +92,12 @@ def data_identity(pretrain: PretrainData, detect: DetectData) -> dict:
     which): the version, then a part per input the user gave."""
     out: dict = {}
     if not detect.embedded:
-        option = "--detect-coco" if detect.format == COCO else "--detect-voc"
         digest = voc_split_sha256 if detect.format == VOC else file_sha256
-        sides = [*(("train", s) for s in detect.train_sets()), ("test", detect.test)]
+        names = detect.images or (None,) * len(detect.sides())
         out["detect"] = [{"role": role, "where": list(side), "annotations": digest(path),
                           "name": str(path) if detect.format == COCO else f"{side[0]} [{side[1]}]",
-                          "file": str(path),
-                          "images": _named_images(detect.format, side, option)}
-                         for (role, side), path in zip(sides, detect.annotation_files())]
+                          "file": str(path), "images": _named_images(detect.format, side, option, n)}
+                         for (role, side, option), path, n in zip(detect.sides(), detect.annotation_files(), names)]
     if pretrain.folder is not None:
         out["pretrain"] = {"where": pretrain.folder, "images": _folder_images(Path(pretrain.folder))}
     return {"version": VERSION, **out} if out else {}

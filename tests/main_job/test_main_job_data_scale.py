@@ -113,6 +113,7 @@ def test_images_larger_than_the_paper_configs_run_at_their_600_and_full_width_we
      r"--detect-epochs and --detect-iterations both set the data scale's schedule; give one"),
     (["--scale", "data", "--detect-size", "8", "--detect-voc", "VOC", "a", "b"], r"--detect-size 8: a shorter side"),
     (["--detect-voc-train", "VOC2012", "trainval"], r"--detect-voc-train: adds a train set to --detect-voc's"),
+    (["--rerun-changed", "--fresh"], r"--rerun-changed with --fresh: .*--fresh reruns them all; give one"),
 ])
 def test_data_scale_options_that_cannot_apply_are_refused_naming_them(argv, message, tmp_path, capsys):
     assert main([*JOB, *argv, "--dry-run", "--output-dir", str(tmp_path / "job")]) == 2
@@ -150,6 +151,9 @@ def test_a_test_split_naming_a_class_no_train_split_has_is_refused_naming_both(t
                  "--dry-run", "--output-dir", str(tmp_path / "job")]) == 2
     err = capsys.readouterr().err
     assert "names classes the train split(s) VOC2007 [trainval] + VOC2012 [trainval] have no object of: ['bus']" in err
+    assert main([*JOB, "--detect-voc", str(v07), "trainval", "test", "--detect-voc-train", str(tmp_path / "VOC2012x"),
+                 "trainval", "--output-dir", str(tmp_path / "job")]) == 2  # named by the option that gave it
+    assert f"--detect-voc-train {tmp_path / 'VOC2012x'}: no such directory" in capsys.readouterr().err
 
 
 @pytest.mark.slow
